@@ -1,0 +1,346 @@
+//! The tide: which rule's replicas are in effect at an instant, which trigger comes next,
+//! and which rules collide (DESIGN §4).
+//!
+//! The rule with the latest fire time at or before the instant sets the level; rules firing
+//! at the same instant collide, the largest `replicas` wins and ties break by name.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::expression::Cron;
+
+/// How far back a rule's last fire is looked for; older fires do not set a level.
+pub const LOOKBACK: SignedDuration = SignedDuration::from_hours(24 * 366);
+
+/// Distinct superseded instants are counted exactly up to this number, then capped.
+pub const SUPERSEDED_CAP: usize = 10_000;
+
+/// One scaling rule as the engine sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Unique name within its object.
+    pub name: String,
+    /// When it fires.
+    pub cron: Cron,
+    /// Replicas it sets.
+    pub replicas: i32,
+    /// A suspended rule never fires and never sets the level.
+    pub suspended: bool,
+}
+
+/// A rule firing at an instant: the winner among every rule firing then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    /// The winning rule.
+    pub rule: String,
+    /// Its replicas.
+    pub replicas: i32,
+    /// The scheduled instant.
+    pub schedule_time: Timestamp,
+    /// Every rule firing at this instant, winner included, by name; empty without a conflict.
+    pub colliding: Vec<String>,
+}
+
+impl Trigger {
+    /// Whether several rules fire at this instant.
+    pub fn is_conflict(&self) -> bool {
+        !self.colliding.is_empty()
+    }
+}
+
+/// The rules of one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tide {
+    rules: Vec<Rule>,
+}
+
+impl Tide {
+    /// A tide over `rules`.
+    pub fn new(rules: Vec<Rule>) -> Tide {
+        Tide { rules }
+    }
+
+    /// All rules, suspended ones included.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    fn active(&self) -> impl Iterator<Item = &Rule> {
+        self.rules.iter().filter(|rule| !rule.suspended)
+    }
+
+    /// The trigger in effect at `now`: the latest fire at or before `now` (within
+    /// [`LOOKBACK`]); `None` before any rule has fired.
+    pub fn level_at(&self, now: Timestamp) -> Option<Trigger> {
+        let not_before = now.checked_sub(LOOKBACK).unwrap_or(Timestamp::MIN);
+        let fires: Vec<(Timestamp, &Rule)> = self
+            .active()
+            .filter_map(|rule| Some((rule.cron.latest_at_or_before(now, not_before)?, rule)))
+            .collect();
+        let latest = fires.iter().map(|(time, _)| *time).max()?;
+        Some(resolve(
+            latest,
+            fires.iter().filter(|(t, _)| *t == latest).map(|(_, r)| *r),
+        ))
+    }
+
+    /// The first trigger strictly after `after`, with its collisions detected ahead of time.
+    pub fn next_after(&self, after: Timestamp) -> Option<Trigger> {
+        let fires: Vec<(Timestamp, &Rule)> = self
+            .active()
+            .filter_map(|rule| Some((rule.cron.next_after(after)?, rule)))
+            .collect();
+        let earliest = fires.iter().map(|(time, _)| *time).min()?;
+        Some(resolve(
+            earliest,
+            fires
+                .iter()
+                .filter(|(t, _)| *t == earliest)
+                .map(|(_, r)| *r),
+        ))
+    }
+
+    /// Every trigger in `(after, until]`, in time order, at most `cap` of them.
+    pub fn triggers_between(&self, after: Timestamp, until: Timestamp, cap: usize) -> Vec<Trigger> {
+        let mut triggers = Vec::new();
+        self.merge_fires(after, until, |time, rules| {
+            triggers.push(resolve(time, rules.iter().copied()));
+            triggers.len() < cap
+        });
+        triggers
+    }
+
+    /// Distinct fire instants strictly between `after` and `before`: the triggers that a
+    /// catch-up at `before` supersedes. Exact up to [`SUPERSEDED_CAP`], then capped.
+    pub fn superseded_between(&self, after: Timestamp, before: Timestamp) -> usize {
+        let Some(until) = before.checked_sub(SignedDuration::from_nanos(1)).ok() else {
+            return 0;
+        };
+        let mut count = 0;
+        self.merge_fires(after, until, |_, _| {
+            count += 1;
+            count < SUPERSEDED_CAP
+        });
+        count
+    }
+
+    /// Walks the fire instants of all active rules in `(after, until]` in time order,
+    /// calling `visit` once per distinct instant with the rules firing then, until it
+    /// returns false.
+    fn merge_fires<'a>(
+        &'a self,
+        after: Timestamp,
+        until: Timestamp,
+        mut visit: impl FnMut(Timestamp, &[&'a Rule]) -> bool,
+    ) {
+        let mut heap: BinaryHeap<Reverse<(Timestamp, usize)>> = self
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| !rule.suspended)
+            .filter_map(|(index, rule)| Some(Reverse((rule.cron.next_after(after)?, index))))
+            .filter(|Reverse((time, _))| *time <= until)
+            .collect();
+        let mut firing: Vec<&Rule> = Vec::new();
+        while let Some(Reverse((time, _))) = heap.peek().copied() {
+            firing.clear();
+            while let Some(Reverse((t, index))) = heap.peek().copied()
+                && t == time
+            {
+                heap.pop();
+                let rule = &self.rules[index];
+                firing.push(rule);
+                if let Some(next) = rule.cron.next_after(t).filter(|next| *next <= until) {
+                    heap.push(Reverse((next, index)));
+                }
+            }
+            if !visit(time, &firing) {
+                return;
+            }
+        }
+    }
+}
+
+/// The winner among rules firing at one instant: most replicas, then smallest name.
+fn resolve<'a>(time: Timestamp, rules: impl Iterator<Item = &'a Rule>) -> Trigger {
+    let mut rules: Vec<&Rule> = rules.collect();
+    rules.sort_by(|a, b| {
+        b.replicas
+            .cmp(&a.replicas)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let winner = rules[0];
+    let colliding = if rules.len() > 1 {
+        let mut names: Vec<String> = rules.iter().map(|rule| rule.name.clone()).collect();
+        names.sort();
+        names
+    } else {
+        Vec::new()
+    };
+    Trigger {
+        rule: winner.name.clone(),
+        replicas: winner.replicas,
+        schedule_time: time,
+        colliding,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(name: &str, cron: &str, replicas: i32) -> Rule {
+        Rule {
+            name: name.to_owned(),
+            cron: Cron::parse(cron, None).unwrap(),
+            replicas,
+            suspended: false,
+        }
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn ecommerce() -> Tide {
+        Tide::new(vec![
+            rule("morning-base", "CRON_TZ=Asia/Shanghai 0 0 8 * * *", 20),
+            rule(
+                "afternoon-peak",
+                "CRON_TZ=Asia/Shanghai 0 0 14-17 * * *",
+                40,
+            ),
+            rule("evening-rush", "CRON_TZ=Asia/Shanghai 0 0 19-21 * * *", 60),
+            rule("night", "CRON_TZ=Asia/Shanghai 0 0 23 * * *", 5),
+        ])
+    }
+
+    #[test]
+    fn the_latest_fire_sets_the_level() {
+        let tide = ecommerce();
+        let cases = [
+            (
+                "2026-11-30T01:00:00Z",
+                "morning-base",
+                20,
+                "2026-11-30T00:00:00Z",
+            ),
+            (
+                "2026-11-30T07:30:00Z",
+                "afternoon-peak",
+                40,
+                "2026-11-30T07:00:00Z",
+            ),
+            (
+                "2026-11-30T12:00:00Z",
+                "evening-rush",
+                60,
+                "2026-11-30T12:00:00Z",
+            ),
+            ("2026-11-30T23:59:59Z", "night", 5, "2026-11-30T15:00:00Z"),
+        ];
+        for (now, name, replicas, fired) in cases {
+            let level = tide.level_at(at(now)).unwrap();
+            assert_eq!(
+                (level.rule.as_str(), level.replicas, level.schedule_time),
+                (name, replicas, at(fired)),
+                "at {now}"
+            );
+            assert!(!level.is_conflict());
+        }
+    }
+
+    #[test]
+    fn no_level_before_any_rule_fired_within_a_year() {
+        let tide = Tide::new(vec![rule("leap", "TZ=UTC 0 0 0 29 2 *", 3)]);
+        assert!(tide.level_at(at("2027-03-01T00:00:00Z")).is_none());
+        assert_eq!(
+            tide.level_at(at("2028-03-01T00:00:00Z")).unwrap().replicas,
+            3
+        );
+        assert!(
+            Tide::default()
+                .level_at(at("2026-01-01T00:00:00Z"))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn simultaneous_rules_collide_and_the_largest_wins() {
+        let tide = Tide::new(vec![
+            rule("b-small", "TZ=UTC 0 0 8 * * *", 10),
+            rule("c-large", "TZ=UTC 0 0 8 * * MON-FRI", 30),
+            rule("a-large", "TZ=UTC 0 0 8 * * *", 30),
+        ]);
+        // 2026-11-30 is a Monday: all three fire; the tie on 30 breaks by name.
+        let level = tide.level_at(at("2026-11-30T09:00:00Z")).unwrap();
+        assert_eq!((level.rule.as_str(), level.replicas), ("a-large", 30));
+        assert_eq!(level.colliding, ["a-large", "b-small", "c-large"]);
+        let next = tide.next_after(at("2026-11-30T09:00:00Z")).unwrap();
+        assert_eq!(next.schedule_time, at("2026-12-01T08:00:00Z"));
+        assert!(next.is_conflict());
+    }
+
+    #[test]
+    fn suspended_rules_neither_set_the_level_nor_come_next() {
+        let mut tide = ecommerce();
+        tide.rules
+            .iter_mut()
+            .for_each(|r| r.suspended = r.name != "night");
+        let level = tide.level_at(at("2026-11-30T12:00:00Z")).unwrap();
+        assert_eq!(level.rule, "night");
+        let next = tide.next_after(at("2026-11-30T12:00:00Z")).unwrap();
+        assert_eq!(
+            (next.rule.as_str(), next.schedule_time),
+            ("night", at("2026-11-30T15:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn superseded_counts_distinct_instants_strictly_between() {
+        let tide = Tide::new(vec![
+            rule("every-10s", "TZ=UTC */10 * * * * *", 1),
+            rule("every-20s", "TZ=UTC */20 * * * * *", 2),
+        ]);
+        // (00:00, 01:00): 10,20,...,50 → 5 instants, 20 and 40 shared.
+        let n = tide.superseded_between(at("2026-01-01T00:00:00Z"), at("2026-01-01T00:01:00Z"));
+        assert_eq!(n, 5);
+        let capped =
+            tide.superseded_between(at("2026-01-01T00:00:00Z"), at("2026-02-01T00:00:00Z"));
+        assert_eq!(capped, SUPERSEDED_CAP);
+        assert_eq!(
+            tide.superseded_between(at("2026-01-01T00:00:10Z"), at("2026-01-01T00:00:10Z")),
+            0
+        );
+    }
+
+    #[test]
+    fn triggers_between_lists_every_instant_once_with_its_winner() {
+        let tide = Tide::new(vec![
+            rule("ten", "TZ=UTC */10 * * * * *", 1),
+            rule("twenty", "TZ=UTC */20 * * * * *", 2),
+        ]);
+        let triggers =
+            tide.triggers_between(at("2026-01-01T00:00:00Z"), at("2026-01-01T00:00:40Z"), 100);
+        let summary: Vec<(&str, bool)> = triggers
+            .iter()
+            .map(|t| (t.rule.as_str(), t.is_conflict()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("ten", false),
+                ("twenty", true),
+                ("ten", false),
+                ("twenty", true)
+            ]
+        );
+        assert_eq!(
+            tide.triggers_between(at("2026-01-01T00:00:00Z"), at("2026-01-02T00:00:00Z"), 3)
+                .len(),
+            3
+        );
+    }
+}
