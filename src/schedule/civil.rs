@@ -233,17 +233,22 @@ impl Pattern {
         !(self.second.wildcard || self.minute.wildcard || self.hour.wildcard)
     }
 
-    /// Whether the pattern matches some date at all (checked on a leap year, all months).
+    /// Whether the pattern matches some date at all (day-of-month checked on a leap year).
     pub fn matches_some_date(&self) -> bool {
-        if !(self.day_of_week.star && !self.day_of_month.star) {
-            // `*` day-of-month, or an OR of two restricted fields: every month has every weekday.
-            return true;
-        }
-        (1..=12).any(|month| {
+        let some_day_of_month = (1..=12).any(|month| {
             self.month.contains(month)
-                && self.day_of_month.first_at_or_after(1).unwrap_or(u32::MAX)
-                    <= days_in_month(2000, month)
-        })
+                && self
+                    .day_of_month
+                    .first_at_or_after(1)
+                    .is_some_and(|day| day <= days_in_month(2000, month))
+        });
+        // Every month has every weekday.
+        let some_weekday = self.day_of_week.bits != 0;
+        if self.day_of_month.star || self.day_of_week.star {
+            some_day_of_month && some_weekday
+        } else {
+            some_day_of_month || some_weekday
+        }
     }
 
     /// The smallest matching civil time `>= from`, searching no further than `last_year`.
@@ -503,5 +508,8 @@ mod tests {
         assert!(pattern("0 0 0 29 2 *").matches_some_date());
         assert!(pattern("0 0 0 30 2 MON").matches_some_date());
         assert!(pattern("0 0 0 31 * *").matches_some_date());
+        assert!(pattern("0 0 0 , * MON").matches_some_date());
+        assert!(!pattern("0 0 0 , * *").matches_some_date());
+        assert!(!pattern("0 0 0 * * ,").matches_some_date());
     }
 }

@@ -115,7 +115,11 @@ impl FieldBits {
             out.star |= parsed.star;
             out.wildcard |= parsed.wildcard;
         }
-        if out.bits == 0 {
+        // robfig accepts an empty list anywhere. In a day field it is meaningful (with the
+        // other day field restricted, "either may match" leaves that one in charge); in the
+        // others it can never fire, so it is refused here with a precise message.
+        let day_field = matches!(field, Field::DayOfMonth | Field::DayOfWeek);
+        if out.bits == 0 && !day_field {
             return Err(CronError::EmptyField {
                 field,
                 text: text.to_owned(),
@@ -403,6 +407,7 @@ mod tests {
                 "day-of-week: `5#3` uses L, W or # (not supported)",
             ),
             (Field::Minute, ",", "minute: `,` lists no value"),
+            (Field::Month, ",,", "month: `,,` lists no value"),
             (
                 Field::Minute,
                 "*/-1",
