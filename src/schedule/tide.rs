@@ -105,11 +105,24 @@ impl Tide {
     /// Every trigger in `(after, until]`, in time order, at most `cap` of them.
     pub fn triggers_between(&self, after: Timestamp, until: Timestamp, cap: usize) -> Vec<Trigger> {
         let mut triggers = Vec::new();
-        self.merge_fires(after, until, |time, rules| {
-            triggers.push(resolve(time, rules.iter().copied()));
+        self.for_each_trigger(after, until, |trigger| {
+            triggers.push(trigger);
             triggers.len() < cap
         });
         triggers
+    }
+
+    /// Calls `visit` with every trigger in `(after, until]`, in time order, until it
+    /// returns false.
+    pub fn for_each_trigger(
+        &self,
+        after: Timestamp,
+        until: Timestamp,
+        mut visit: impl FnMut(Trigger) -> bool,
+    ) {
+        self.merge_fires(after, until, |time, rules| {
+            visit(resolve(time, rules.iter().copied()))
+        });
     }
 
     /// Distinct fire instants strictly between `after` and `before`: the triggers that a

@@ -1,0 +1,146 @@
+//! `TidalSchedulerStatus`: the tide level in effect, per-rule timers and the trigger
+//! history. Written only by the leader, through the status subresource. Everything a new
+//! leader needs to rebuild its timers is here.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The condition type that summarises the object's state.
+pub const READY: &str = "Ready";
+
+/// Observed state of a `TidalScheduler`.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TidalSchedulerStatus {
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Replicas now in effect (the tide level), set by `activeRule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_replicas: Option<i32>,
+
+    /// The rule that set `desiredReplicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_rule: Option<String>,
+
+    /// Scheduled instant (not the wall time of the write) of the trigger now in effect; the
+    /// idempotency watermark: no trigger at or before it is applied again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_trigger_time: Option<Time>,
+
+    /// The rule of `lastTriggerTime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_triggered_rule: Option<String>,
+
+    /// Next scheduled instant of any non-suspended rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_trigger_time: Option<Time>,
+
+    /// The rule that wins at `nextTriggerTime` (collisions are reported in conditions and
+    /// events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_trigger_rule: Option<String>,
+
+    /// One entry per rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub rules: Vec<RuleStatus>,
+
+    /// Applied triggers, newest first, at most `spec.historyLimit`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub history: Vec<HistoryEntry>,
+
+    /// `Ready`, with reasons TriggerActive, WaitingForFirstTrigger, Suspended, InvalidSpec,
+    /// TargetNotFound, TargetNotScalable, ApplyFailed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Timers of one rule.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleStatus {
+    /// The rule's name.
+    pub name: String,
+    /// The rule's latest scheduled instant at or before the last reconcile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_schedule_time: Option<Time>,
+    /// The rule's next scheduled instant; absent while the rule is suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<Time>,
+}
+
+/// One applied (or failed) trigger.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// The rule that fired.
+    pub rule: String,
+    /// The scheduled instant.
+    pub schedule_time: Time,
+    /// When it was applied, microsecond precision.
+    pub execution_time: MicroTime,
+    /// Replicas it set.
+    pub replicas: i32,
+    /// Outcome.
+    pub result: TriggerResult,
+    /// True when applied after its instant because no leader was acting then, or because
+    /// the object did not exist yet.
+    #[serde(default)]
+    pub catch_up: bool,
+    /// Earlier fire instants (of any rule) since the previous watermark that this trigger
+    /// replaced without applying them; exact up to 10,000.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub superseded: i64,
+    /// Details, e.g. the error of a failed attempt or the colliding rules.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Outcome of a trigger.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TriggerResult {
+    /// The level was applied.
+    Succeeded,
+    /// Applying failed; the level keeps being pursued.
+    Failed,
+}
+
+/// Reasons of the `Ready` condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionReason {
+    /// A rule's level is in effect.
+    TriggerActive,
+    /// No rule has fired yet (within a year back).
+    WaitingForFirstTrigger,
+    /// `spec.suspend` is true.
+    Suspended,
+    /// The spec has an error the schema could not catch.
+    InvalidSpec,
+    /// The target does not exist.
+    TargetNotFound,
+    /// The target has no `/scale` subresource.
+    TargetNotScalable,
+    /// Writing the level failed.
+    ApplyFailed,
+}
+
+impl ConditionReason {
+    /// The reason as written in the condition.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionReason::TriggerActive => "TriggerActive",
+            ConditionReason::WaitingForFirstTrigger => "WaitingForFirstTrigger",
+            ConditionReason::Suspended => "Suspended",
+            ConditionReason::InvalidSpec => "InvalidSpec",
+            ConditionReason::TargetNotFound => "TargetNotFound",
+            ConditionReason::TargetNotScalable => "TargetNotScalable",
+            ConditionReason::ApplyFailed => "ApplyFailed",
+        }
+    }
+}

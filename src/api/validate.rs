@@ -1,0 +1,212 @@
+//! Turns a `TidalScheduler` into the engine's [`Tide`], checking everything the schema
+//! checks at admission (so `plan` finds the same errors offline, and the controller stays
+//! safe if an older CRD is installed) plus what the schema cannot check: cron grammar, time
+//! zones, never-firing rules, cross-namespace targets.
+
+use jiff::Timestamp;
+
+use super::spec::{ApplyMode, TidalScheduler};
+use crate::schedule::{Cron, CronError, Rule, Tide};
+
+/// Labels that link the object to the decision framework (oFEP-0030).
+pub const FRAMEWORK_LABELS: [&str; 2] = ["elasticscaler.io/name", "elasticscaler.io/namespace"];
+
+/// Most rules an object may have.
+const MAX_RULES: usize = 100;
+
+/// A spec the controller can act on, with non-fatal findings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidSpec {
+    /// The rules, parsed and anchored.
+    pub tide: Tide,
+    /// Findings worth a Warning event that do not stop the object (e.g. missing labels).
+    pub warnings: Vec<String>,
+}
+
+/// One problem in a spec; the message names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecProblem {
+    /// A rule's cron expression or time zone is invalid.
+    #[error("spec.triggers.times.rules[{index}] ({rule}): {error}")]
+    Cron {
+        /// Position of the rule.
+        index: usize,
+        /// Name of the rule.
+        rule: String,
+        /// What is wrong.
+        error: CronError,
+    },
+    /// The target is in another namespace.
+    #[error(
+        "spec.targetRef.namespace: `{target}` differs from the object's namespace `{own}`: \
+         a TidalScheduler can only scale a workload in its own namespace"
+    )]
+    CrossNamespaceTarget {
+        /// Namespace of the target.
+        target: String,
+        /// Namespace of the object.
+        own: String,
+    },
+    /// A required `targetRef` field is empty.
+    #[error("spec.targetRef.{field}: must not be empty")]
+    EmptyTargetField {
+        /// `apiVersion`, `kind` or `name`.
+        field: &'static str,
+    },
+    /// No rules, or more than 100.
+    #[error("spec.triggers.times.rules: {count} rules; between 1 and 100 are allowed")]
+    RuleCount {
+        /// How many there are.
+        count: usize,
+    },
+    /// Two rules share a name.
+    #[error("spec.triggers.times.rules[{index}].name: `{name}` is used by an earlier rule")]
+    DuplicateRuleName {
+        /// Position of the second use.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// A rule name is not a DNS-1123 label.
+    #[error(
+        "spec.triggers.times.rules[{index}].name: `{name}` is not a DNS-1123 label \
+         (lowercase letters, digits and '-', at most 63, starting and ending alphanumeric)"
+    )]
+    InvalidRuleName {
+        /// Position of the rule.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// Negative replicas.
+    #[error("spec.triggers.times.rules[{index}].replicas: {replicas} is negative")]
+    NegativeReplicas {
+        /// Position of the rule.
+        index: usize,
+        /// The value.
+        replicas: i32,
+    },
+    /// `historyLimit` outside 1..=100.
+    #[error("spec.historyLimit: {value} is outside 1-100")]
+    HistoryLimit {
+        /// The value.
+        value: i32,
+    },
+}
+
+/// Validates `object` as the controller does. `@every` rules are anchored at the object's
+/// creation, or at `anchor_if_new` for an object not created yet (e.g. in `plan`).
+pub fn validate(
+    object: &TidalScheduler,
+    anchor_if_new: Timestamp,
+) -> Result<ValidSpec, Vec<SpecProblem>> {
+    let spec = &object.spec;
+    let mut problems = Vec::new();
+    let target = &spec.target_ref;
+    for (field, value) in [
+        ("apiVersion", &target.api_version),
+        ("kind", &target.kind),
+        ("name", &target.name),
+    ] {
+        if value.is_empty() {
+            problems.push(SpecProblem::EmptyTargetField { field });
+        }
+    }
+    if let (Some(theirs), Some(own)) = (&target.namespace, &object.metadata.namespace)
+        && theirs != own
+    {
+        problems.push(SpecProblem::CrossNamespaceTarget {
+            target: theirs.clone(),
+            own: own.clone(),
+        });
+    }
+    if !(1..=100).contains(&spec.history_limit) {
+        problems.push(SpecProblem::HistoryLimit {
+            value: spec.history_limit,
+        });
+    }
+    let rules = &spec.triggers.times.rules;
+    if rules.is_empty() || rules.len() > MAX_RULES {
+        problems.push(SpecProblem::RuleCount { count: rules.len() });
+    }
+    let anchor = object
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map_or(anchor_if_new, |t| t.0)
+        .as_second();
+    let mut parsed = Vec::with_capacity(rules.len());
+    for (index, rule) in rules.iter().enumerate() {
+        if !is_dns1123_label(&rule.name) {
+            problems.push(SpecProblem::InvalidRuleName {
+                index,
+                name: rule.name.clone(),
+            });
+        } else if rules[..index]
+            .iter()
+            .any(|earlier| earlier.name == rule.name)
+        {
+            problems.push(SpecProblem::DuplicateRuleName {
+                index,
+                name: rule.name.clone(),
+            });
+        }
+        if rule.replicas < 0 {
+            problems.push(SpecProblem::NegativeReplicas {
+                index,
+                replicas: rule.replicas,
+            });
+        }
+        match Cron::parse(&rule.cron, rule.time_zone.as_deref()) {
+            Ok(cron) => parsed.push(Rule {
+                name: rule.name.clone(),
+                cron: cron.anchored_at(anchor),
+                replicas: rule.replicas,
+                suspended: rule.suspend,
+            }),
+            Err(error) => problems.push(SpecProblem::Cron {
+                index,
+                rule: rule.name.clone(),
+                error,
+            }),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(ValidSpec {
+        tide: Tide::new(parsed),
+        warnings: warnings(object),
+    })
+}
+
+fn warnings(object: &TidalScheduler) -> Vec<String> {
+    let labels = object.metadata.labels.as_ref();
+    let missing: Vec<&str> = FRAMEWORK_LABELS
+        .into_iter()
+        .filter(|label| labels.is_none_or(|l| !l.contains_key(*label)))
+        .collect();
+    if object.spec.apply == ApplyMode::Status && !missing.is_empty() {
+        vec![format!(
+            "metadata.labels: {} missing: with apply: Status the decision framework finds this \
+             object by these labels",
+            missing.join(" and ")
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+fn is_dns1123_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.first().is_some_and(alnum)
+        && bytes.last().is_some_and(alnum)
+        && bytes.iter().all(|b| alnum(b) || *b == b'-')
+}
+
+#[cfg(test)]
+mod tests;

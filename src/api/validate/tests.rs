@@ -1,0 +1,157 @@
+use jiff::Timestamp;
+
+use super::*;
+use crate::api::TidalSchedulerSpec;
+
+const BASE: &str = r#"
+apiVersion: scheduling.tidal.io/v1alpha1
+kind: TidalScheduler
+metadata:
+  name: frontend-tide
+  namespace: production
+  labels:
+    elasticscaler.io/name: ecommerce-frontend
+    elasticscaler.io/namespace: production
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: ecommerce-frontend
+  triggers:
+    times:
+      rules:
+      - name: morning-base
+        cron: "CRON_TZ=Asia/Shanghai 0 0 8 * * *"
+        replicas: 20
+      - name: evening-rush
+        cron: "0 0 19-21 * * *"
+        timeZone: Asia/Shanghai
+        replicas: 60
+"#;
+
+fn object() -> TidalScheduler {
+    serde_saphyr::from_str(BASE).unwrap()
+}
+
+fn problems(edit: impl FnOnce(&mut TidalScheduler)) -> Vec<String> {
+    let mut object = object();
+    edit(&mut object);
+    validate(&object, Timestamp::UNIX_EPOCH)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+fn spec(object: &mut TidalScheduler) -> &mut TidalSchedulerSpec {
+    &mut object.spec
+}
+
+#[test]
+fn a_valid_object_gives_its_rules_with_defaults() {
+    let valid = validate(&object(), Timestamp::UNIX_EPOCH).unwrap();
+    assert_eq!(valid.tide.rules().len(), 2);
+    assert_eq!(valid.tide.rules()[1].cron.zone().name(), "Asia/Shanghai");
+    assert!(valid.warnings.is_empty());
+    assert_eq!(object().spec.history_limit, 10);
+    assert_eq!(object().spec.apply, ApplyMode::Status);
+}
+
+#[test]
+fn each_problem_names_its_field() {
+    type Edit = Box<dyn FnOnce(&mut TidalScheduler)>;
+    let cases: Vec<(Edit, &str)> = vec![
+        (
+            Box::new(|o| spec(o).triggers.times.rules[0].cron = "0 0 8 * * *".into()),
+            "spec.triggers.times.rules[0] (morning-base): no time zone: add a `CRON_TZ=<zone> ` \
+             prefix or set timeZone",
+        ),
+        (
+            Box::new(|o| spec(o).triggers.times.rules[1].time_zone = Some("Mars/Base".into())),
+            "spec.triggers.times.rules[1] (evening-rush): unknown time zone `Mars/Base` (expected \
+             an IANA name such as Asia/Shanghai)",
+        ),
+        (
+            Box::new(|o| spec(o).triggers.times.rules[0].cron = "CRON_TZ=UTC 0 0 0 31 2 *".into()),
+            "spec.triggers.times.rules[0] (morning-base): `CRON_TZ=UTC 0 0 0 31 2 *` can never \
+             fire: no month it allows has such a day",
+        ),
+        (
+            Box::new(|o| spec(o).target_ref.namespace = Some("payments".into())),
+            "spec.targetRef.namespace: `payments` differs from the object's namespace \
+             `production`: a TidalScheduler can only scale a workload in its own namespace",
+        ),
+        (
+            Box::new(|o| spec(o).triggers.times.rules[1].name = "morning-base".into()),
+            "spec.triggers.times.rules[1].name: `morning-base` is used by an earlier rule",
+        ),
+        (
+            Box::new(|o| spec(o).triggers.times.rules[1].name = "Evening".into()),
+            "spec.triggers.times.rules[1].name: `Evening` is not a DNS-1123 label (lowercase \
+             letters, digits and '-', at most 63, starting and ending alphanumeric)",
+        ),
+        (
+            Box::new(|o| spec(o).triggers.times.rules[0].replicas = -1),
+            "spec.triggers.times.rules[0].replicas: -1 is negative",
+        ),
+        (
+            Box::new(|o| spec(o).history_limit = 0),
+            "spec.historyLimit: 0 is outside 1-100",
+        ),
+        (
+            Box::new(|o| spec(o).triggers.times.rules.clear()),
+            "spec.triggers.times.rules: 0 rules; between 1 and 100 are allowed",
+        ),
+        (
+            Box::new(|o| spec(o).target_ref.kind.clear()),
+            "spec.targetRef.kind: must not be empty",
+        ),
+    ];
+    for (edit, message) in cases {
+        assert_eq!(problems(edit), [message]);
+    }
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let found = problems(|o| {
+        spec(o).history_limit = 101;
+        spec(o).triggers.times.rules[0].replicas = -5;
+        spec(o).triggers.times.rules[1].cron = "CRON_TZ=UTC 0 0 8 * *".into();
+    });
+    assert_eq!(found.len(), 3, "{found:?}");
+}
+
+#[test]
+fn missing_framework_labels_warn_in_status_mode_only() {
+    let mut o = object();
+    o.metadata.labels = None;
+    let valid = validate(&o, Timestamp::UNIX_EPOCH).unwrap();
+    assert_eq!(
+        valid.warnings,
+        [
+            "metadata.labels: elasticscaler.io/name and elasticscaler.io/namespace missing: with \
+          apply: Status the decision framework finds this object by these labels"
+        ]
+    );
+    o.spec.apply = ApplyMode::Scale;
+    assert!(
+        validate(&o, Timestamp::UNIX_EPOCH)
+            .unwrap()
+            .warnings
+            .is_empty()
+    );
+}
+
+#[test]
+fn every_rules_are_anchored_at_creation() {
+    let mut o = object();
+    o.spec.triggers.times.rules[0].cron = "CRON_TZ=UTC @every 1h".into();
+    let created: Timestamp = "2026-11-29T10:17:00Z".parse().unwrap();
+    o.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        created,
+    ));
+    let valid = validate(&o, Timestamp::UNIX_EPOCH).unwrap();
+    let next = valid.tide.rules()[0].cron.next_after(created).unwrap();
+    assert_eq!(next.to_string(), "2026-11-29T11:17:00Z");
+}

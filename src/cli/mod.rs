@@ -1,0 +1,99 @@
+//! Subcommands of the `tidal-scheduler` binary.
+
+mod chart;
+mod next;
+mod plan;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use jiff::Timestamp;
+
+/// Exit status for input the command cannot use (bad expression, invalid manifest, ...).
+pub const EXIT_INVALID_INPUT: u8 = 2;
+
+/// tidal-scheduler: scales Kubernetes workloads on a calendar.
+#[derive(Debug, Parser)]
+#[command(name = "tidal-scheduler", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the TidalScheduler CustomResourceDefinition (YAML).
+    Crd,
+    /// Print the next fire instants of a cron expression, in UTC.
+    Next(next::NextArgs),
+    /// Validate TidalScheduler manifests and show their tide over a window.
+    Plan(plan::PlanArgs),
+}
+
+/// Runs a parsed command line; errors are printed to stderr.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Crd => print_stdout(&crate::api::crd_yaml()),
+        Command::Next(args) => next::run(&args, Timestamp::now()),
+        Command::Plan(args) => plan::run(&args, Timestamp::now()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_INVALID_INPUT)
+        }
+    }
+}
+
+/// Why a subcommand failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A command-line value is not usable.
+    #[error("{0}")]
+    Argument(String),
+    /// A cron expression is invalid.
+    #[error("invalid cron expression: {0}")]
+    Cron(#[from] crate::schedule::CronError),
+    /// A file could not be read.
+    #[error("failed to read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A manifest is not valid YAML or not a TidalScheduler.
+    #[error("{path}: {message}")]
+    Manifest {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// One or more objects failed validation; the details were already printed.
+    #[error("{0} invalid object(s)")]
+    InvalidObjects(usize),
+    /// Writing the output failed.
+    #[error("failed to write output: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// Parses an RFC 3339 instant given on the command line.
+fn parse_instant(flag: &str, text: &str) -> Result<Timestamp, CliError> {
+    text.parse().map_err(|error| {
+        CliError::Argument(format!(
+            "{flag}: `{text}` is not an RFC 3339 instant such as 2026-03-08T07:30:00Z ({error})"
+        ))
+    })
+}
+
+fn print_stdout(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}

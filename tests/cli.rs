@@ -1,0 +1,291 @@
+//! Runs the `tidal-scheduler` binary: `next`, `plan` over every example manifest, `crd`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn binary(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tidal-scheduler"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).unwrap()
+}
+
+#[test]
+fn next_prints_instants_in_utc_one_per_line() {
+    let out = binary(&[
+        "next",
+        "CRON_TZ=America/New_York 0 30 2 * * *",
+        "--after",
+        "2026-03-06T12:00:00Z",
+        "--count",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 2026-03-08 02:30 does not exist in New York: it fires at 03:00 EDT, right after the gap.
+    assert_eq!(
+        stdout(&out),
+        "2026-03-07T07:30:00Z\n2026-03-08T07:00:00Z\n2026-03-09T06:30:00Z\n"
+    );
+}
+
+#[test]
+fn next_evaluates_zoneless_expressions_in_utc_or_the_given_zone() {
+    let utc = binary(&[
+        "next",
+        "0 0 8 * * *",
+        "--after",
+        "2026-11-29T00:00:00Z",
+        "--count",
+        "1",
+    ]);
+    assert_eq!(stdout(&utc), "2026-11-29T08:00:00Z\n");
+    let shanghai = binary(&[
+        "next",
+        "0 0 8 * * *",
+        "--time-zone",
+        "Asia/Shanghai",
+        "--after",
+        "2026-11-29T00:00:00Z",
+        "--count",
+        "2",
+    ]);
+    assert_eq!(
+        stdout(&shanghai),
+        "2026-11-30T00:00:00Z\n2026-12-01T00:00:00Z\n"
+    );
+    let every = binary(&[
+        "next",
+        "@every 90m",
+        "--after",
+        "2026-11-29T00:00:00.5Z",
+        "--count",
+        "2",
+    ]);
+    assert_eq!(
+        stdout(&every),
+        "2026-11-29T01:30:00Z\n2026-11-29T03:00:00Z\n"
+    );
+}
+
+#[test]
+fn next_defaults_to_five_instants_after_now() {
+    let out = binary(&["next", "* * * * * *"]);
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).lines().count(), 5);
+    assert!(
+        stdout(&out)
+            .lines()
+            .all(|l| l.ends_with('Z') && l.len() == 20),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn next_rejects_bad_input_with_exit_2_and_nothing_on_stdout() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["next", "0 0 8 * *"], "expected 6 fields"),
+        (
+            &["next", "0 0 25 * * *"],
+            "hour: 25 in `25` is out of range 0-23",
+        ),
+        (&["next", "0 0 0 L * *"], "day-of-month: `L` uses L, W or #"),
+        (
+            &["next", "CRON_TZ=Mars/Olympus 0 0 8 * * *"],
+            "unknown time zone `Mars/Olympus`",
+        ),
+        (&["next", "CRON_TZ=UTC"], "must be followed by a space"),
+        (&["next", "0 0 0 30 2 *"], "can never fire"),
+        (
+            &["next", "CRON_TZ=UTC 0 0 8 * * *", "--time-zone", "UTC"],
+            "time zone given twice",
+        ),
+        (
+            &["next", "0 0 8 * * *", "--after", "yesterday"],
+            "--after: `yesterday` is not an RFC 3339",
+        ),
+        (&["next", "0 0 8 * * *", "--count", "0"], "--count"),
+    ];
+    for (args, message) in cases {
+        let out = binary(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stdout(&out).is_empty(), "{args:?} printed {}", stdout(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+}
+
+fn examples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn plan_accepts_every_example_and_shows_its_tide() {
+    let files = examples();
+    assert!(
+        files.len() >= 5,
+        "expected the seed's five examples, found {files:?}"
+    );
+    for file in files {
+        let out = binary(&[
+            "plan",
+            "-f",
+            file.to_str().unwrap(),
+            "--from",
+            "2026-11-09T00:00:00Z",
+            "--days",
+            "7",
+        ]);
+        assert!(out.status.success(), "{}: {}", file.display(), stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("level changes"), "{}: {text}", file.display());
+        assert!(
+            text.contains("desiredReplicas"),
+            "{}: {text}",
+            file.display()
+        );
+        // Every example changes level at least once a week.
+        assert!(
+            !text.contains(" 0 level changes"),
+            "{}: {text}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn plan_shows_level_changes_in_utc_and_local_time() {
+    let out = binary(&[
+        "plan",
+        "-f",
+        "deploy/examples/ecommerce-daily-tide.yaml",
+        "--from",
+        "2026-11-30T00:00:00Z",
+        "--days",
+        "1",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("at start: 20 replicas from morning-base"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("evening-rush"))
+        .expect("an evening-rush row");
+    assert!(
+        row.contains("2026-11-30T11:00:00Z")
+            && row.contains("19:00:00 CST")
+            && row.contains("40 -> 60"),
+        "{row}"
+    );
+    assert!(text.contains("3 level changes"), "{text}");
+}
+
+#[test]
+fn plan_flags_conflicts() {
+    let dir = std::env::temp_dir().join(format!("tidal-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("conflict.yaml");
+    std::fs::write(
+        &file,
+        r#"
+apiVersion: scheduling.tidal.io/v1alpha1
+kind: TidalScheduler
+metadata: {name: clash, namespace: demo}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  apply: Scale
+  triggers:
+    times:
+      rules:
+      - {name: small, cron: "CRON_TZ=UTC 0 0 8 * * *", replicas: 3}
+      - {name: large, cron: "CRON_TZ=UTC 0 0 8 * * MON", replicas: 9}
+"#,
+    )
+    .unwrap();
+    let out = binary(&[
+        "plan",
+        "-f",
+        file.to_str().unwrap(),
+        "--from",
+        "2026-11-29T00:00:00Z",
+        "--days",
+        "2",
+    ]);
+    let text = stdout(&out);
+    let row = text
+        .lines()
+        .find(|l| l.contains("CONFLICT"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains("2026-11-30T08:00:00Z")
+            && row.contains("large")
+            && row.contains("large, small"),
+        "{row}"
+    );
+}
+
+#[test]
+fn plan_reports_every_problem_of_an_invalid_manifest() {
+    let dir = std::env::temp_dir().join(format!("tidal-plan-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        r#"
+apiVersion: scheduling.tidal.io/v1alpha1
+kind: TidalScheduler
+metadata: {name: broken, namespace: demo}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: web, namespace: elsewhere}
+  triggers:
+    times:
+      rules:
+      - {name: a, cron: "CRON_TZ=Asia/Shanghai 0 0 8 * *", replicas: 3}
+      - {name: b, cron: "0 0 8 * * *", timeZone: Nowhere/Town, replicas: 1}
+"#,
+    )
+    .unwrap();
+    let out = binary(&["plan", "-f", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for expected in [
+        "spec.targetRef.namespace: `elsewhere` differs",
+        "spec.triggers.times.rules[0] (a): expected 6 fields",
+        "spec.triggers.times.rules[1] (b): unknown time zone `Nowhere/Town`",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
+    let missing = binary(&["plan", "-f", "no/such/file.yaml"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("failed to read no/such/file.yaml"));
+}
+
+#[test]
+fn committed_crd_matches_the_generated_one() {
+    let out = binary(&["crd"]);
+    assert!(out.status.success());
+    let committed =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/crd.yaml"))
+            .unwrap();
+    assert!(
+        stdout(&out) == committed,
+        "deploy/crd.yaml is stale: regenerate it with `cargo run -- crd > deploy/crd.yaml`"
+    );
+}
