@@ -1,1 +1,197 @@
-fn main() {}
+//! Schedule engine benchmarks: next fire for typical and pathological expressions, the tide
+//! level of an object with 100 rules, and the same `next` calls timed against robfig/cron
+//! v3's `Next` (the Go reference program) in the same run.
+//!
+//! `cargo bench --bench schedule` — criterion's report, then a comparison table.
+
+use std::hint::black_box;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group};
+use jiff::Timestamp;
+use tidal_scheduler::schedule::{Cron, Rule, Tide};
+
+/// Start instant of every measurement.
+const START: &str = "2026-11-29T12:00:00Z";
+
+/// (label, expression): typical rules first, then pathological ones.
+const EXPRESSIONS: &[(&str, &str)] = &[
+    ("daily 08:00 Shanghai", "CRON_TZ=Asia/Shanghai 0 0 8 * * *"),
+    ("hourly range", "CRON_TZ=Asia/Shanghai 0 0 14-17 * * *"),
+    (
+        "weekdays New York",
+        "CRON_TZ=America/New_York 0 30 9 * * MON-FRI",
+    ),
+    (
+        "every 15 min London",
+        "CRON_TZ=Europe/London 0 */15 * * * *",
+    ),
+    ("every second", "CRON_TZ=UTC * * * * * *"),
+    ("every 90s", "CRON_TZ=UTC @every 90s"),
+    ("29 February", "CRON_TZ=UTC 0 0 12 29 2 *"),
+    ("last second of year", "CRON_TZ=UTC 59 59 23 31 12 *"),
+    ("Friday 13th", "CRON_TZ=UTC 0 0 0 13 * FRI"),
+    (
+        "spring-forward gap",
+        "CRON_TZ=America/New_York 0 30 2 8 3 *",
+    ),
+    (
+        "Lord_Howe 30-min DST",
+        "CRON_TZ=Australia/Lord_Howe 0 15 2 * 10 SUN",
+    ),
+];
+
+fn start() -> Timestamp {
+    START.parse().expect("START is RFC 3339")
+}
+
+fn parsed(expression: &str) -> Cron {
+    let start = start();
+    Cron::parse(expression, None)
+        .expect("bench expressions are valid")
+        .anchored_at(start.as_second())
+}
+
+fn hundred_rules() -> Tide {
+    let zones = ["Asia/Shanghai", "America/New_York", "Europe/London", "UTC"];
+    Tide::new(
+        (0..100)
+            .map(|i| Rule {
+                name: format!("rule-{i}"),
+                cron: Cron::parse(
+                    &format!(
+                        "CRON_TZ={} 0 {} {} * * {}",
+                        zones[i % 4],
+                        i % 60,
+                        i % 24,
+                        ["*", "MON-FRI", "SAT,SUN"][i % 3]
+                    ),
+                    None,
+                )
+                .expect("generated rules are valid"),
+                replicas: i as i32,
+                suspended: false,
+            })
+            .collect(),
+    )
+}
+
+fn bench_next(c: &mut Criterion) {
+    let mut group = c.benchmark_group("next_after");
+    for (label, expression) in EXPRESSIONS {
+        let cron = parsed(expression);
+        let start = start();
+        group.bench_function(*label, |b| {
+            b.iter(|| black_box(&cron).next_after(black_box(start)))
+        });
+    }
+    group.finish();
+}
+
+fn bench_parse(c: &mut Criterion) {
+    c.bench_function("parse weekdays New York", |b| {
+        b.iter(|| {
+            Cron::parse(
+                black_box("CRON_TZ=America/New_York 0 30 9 * * MON-FRI"),
+                None,
+            )
+        })
+    });
+}
+
+fn bench_tide(c: &mut Criterion) {
+    let tide = hundred_rules();
+    let start = start();
+    c.bench_function("tide level_at, 100 rules", |b| {
+        b.iter(|| black_box(&tide).level_at(black_box(start)))
+    });
+    c.bench_function("tide next_after, 100 rules", |b| {
+        b.iter(|| black_box(&tide).next_after(black_box(start)))
+    });
+}
+
+criterion_group!(benches, bench_next, bench_parse, bench_tide);
+
+/// ns per `next_after(START)`, timed the way the Go reference times `Next`: the results'
+/// Unix seconds are summed, so each call is used and none is optimised away.
+fn ns_per_next(cron: &Cron) -> f64 {
+    let start = start();
+    let mut rounds = 1000u32;
+    loop {
+        let begin = Instant::now();
+        let mut sum = 0i64;
+        for _ in 0..rounds {
+            let next = black_box(cron).next_after(black_box(start));
+            sum = sum.wrapping_add(next.map_or(0, |t| t.as_second()));
+        }
+        black_box(sum);
+        let elapsed = begin.elapsed();
+        if elapsed > Duration::from_millis(300) {
+            return elapsed.as_nanos() as f64 / f64::from(rounds);
+        }
+        rounds *= 4;
+    }
+}
+
+/// robfig's ns per `Next`, from the Go reference in `-bench` mode; `None` without Go.
+fn robfig_ns_per_next() -> Option<Vec<f64>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let binary = root.join("target/robfig-reference");
+    let built = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&binary)
+        .arg(".")
+        .current_dir(root.join("tests/robfig-reference"))
+        .env("GOWORK", "off")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        return None;
+    }
+    let mut child = Command::new(&binary)
+        .arg("-bench")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let nanos = start().as_nanosecond();
+    let input: String = EXPRESSIONS
+        .iter()
+        .map(|(_, e)| format!("{e}\t{nanos}\n"))
+        .collect();
+    child.stdin.take()?.write_all(input.as_bytes()).ok()?;
+    let output = child.wait_with_output().ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    text.lines()
+        .map(|line| line.rsplit('\t').next()?.parse().ok())
+        .collect()
+}
+
+fn compare_with_robfig() {
+    println!("\nnext fire after {START}: ns per call, same timing loop in both languages");
+    let robfig = robfig_ns_per_next();
+    if robfig.is_none() {
+        println!("(robfig comparison skipped: Go or the module proxy is not available)");
+    }
+    println!("| expression | tidal-scheduler | robfig/cron v3 | ratio |");
+    println!("|---|---:|---:|---:|");
+    for (index, (label, expression)) in EXPRESSIONS.iter().enumerate() {
+        let ours = ns_per_next(&parsed(expression));
+        match robfig.as_ref().and_then(|r| r.get(index)) {
+            Some(theirs) => println!(
+                "| {label} | {ours:.0} | {theirs:.0} | {:.2}x |",
+                theirs / ours
+            ),
+            None => println!("| {label} | {ours:.0} | - | - |"),
+        }
+    }
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    compare_with_robfig();
+}

@@ -227,6 +227,12 @@ impl Pattern {
         }
     }
 
+    /// Whether every day matches (both day fields `*`/`?`): the weekday need not be known.
+    #[inline]
+    fn matches_every_day(&self) -> bool {
+        self.day_of_month.star && self.day_of_week.star
+    }
+
     /// Whether the time of day is fixed (no `*`, `?` or step in second, minute or hour):
     /// such times follow the "fixed wall-clock time" DST policy.
     pub fn has_fixed_time_of_day(&self) -> bool {
@@ -266,19 +272,21 @@ impl Pattern {
                 Some(month) if month != c.month => c = Civil::date(c.year, month, 1),
                 Some(_) => {}
             }
-            let last_day = days_in_month(c.year, c.month);
-            let mut day = c.day;
-            let mut wd = weekday(c.year, c.month, day);
-            while day <= last_day && !self.day_matches(day, wd) {
-                day += 1;
-                wd = (wd + 1) % 7;
-            }
-            if day > last_day {
-                c = c.next_month();
-                continue;
-            }
-            if day != c.day {
-                c = Civil::date(c.year, c.month, day);
+            if !self.matches_every_day() {
+                let last_day = days_in_month(c.year, c.month);
+                let mut day = c.day;
+                let mut wd = weekday(c.year, c.month, day);
+                while day <= last_day && !self.day_matches(day, wd) {
+                    day += 1;
+                    wd = (wd + 1) % 7;
+                }
+                if day > last_day {
+                    c = c.next_month();
+                    continue;
+                }
+                if day != c.day {
+                    c = Civil::date(c.year, c.month, day);
+                }
             }
             match self.hour.first_at_or_after(c.hour) {
                 None => {
@@ -330,18 +338,20 @@ impl Pattern {
                 }
                 Some(_) => {}
             }
-            let mut day = c.day;
-            let mut wd = weekday(c.year, c.month, day);
-            while day >= 1 && !self.day_matches(day, wd) {
-                day -= 1;
-                wd = (wd + 6) % 7;
-            }
-            if day == 0 {
-                c = c.prev_month();
-                continue;
-            }
-            if day != c.day {
-                c = Civil::end_of_day(c.year, c.month, day);
+            if !self.matches_every_day() {
+                let mut day = c.day;
+                let mut wd = weekday(c.year, c.month, day);
+                while day >= 1 && !self.day_matches(day, wd) {
+                    day -= 1;
+                    wd = (wd + 6) % 7;
+                }
+                if day == 0 {
+                    c = c.prev_month();
+                    continue;
+                }
+                if day != c.day {
+                    c = Civil::end_of_day(c.year, c.month, day);
+                }
             }
             match self.hour.last_at_or_before(c.hour) {
                 None => {

@@ -11,7 +11,7 @@
 
 use jiff::Timestamp;
 
-use super::civil::{Civil, Pattern};
+use super::civil::{Civil, DAY, Pattern};
 use super::expression::{Cron, Kind};
 use super::zone::{Segment, Zone};
 
@@ -24,11 +24,7 @@ impl Cron {
     pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
         let start = floor_seconds(after).checked_add(1)?;
         let fire = match self.kind {
-            Kind::Every { period, anchor } => {
-                let steps = (start - anchor).div_euclid(period)
-                    + i64::from((start - anchor).rem_euclid(period) != 0);
-                anchor.checked_add(steps.checked_mul(period)?)?
-            }
+            Kind::Every { period, anchor } => every_at_or_after(start, anchor, period)?,
             Kind::Pattern(pattern) => PatternInZone::new(&pattern, &self.zone).next(start)?,
         };
         Timestamp::from_second(fire).ok()
@@ -62,6 +58,18 @@ impl Cron {
         }
         fires
     }
+}
+
+/// The smallest instant `anchor + k × period >= start`.
+fn every_at_or_after(start: i64, anchor: i64, period: i64) -> Option<i64> {
+    let delta = start.checked_sub(anchor)?;
+    let steps = match (u64::try_from(delta), u64::try_from(period)) {
+        // The usual case (start after the anchor): an unsigned division, markedly cheaper
+        // than a signed euclidean one on x86.
+        (Ok(delta), Ok(period)) => i64::try_from(delta.div_ceil(period)).ok()?,
+        _ => (delta.checked_add(period - 1)?).div_euclid(period),
+    };
+    anchor.checked_add(steps.checked_mul(period)?)
 }
 
 /// Whole Unix seconds at or before `t`.
@@ -117,7 +125,10 @@ impl<'a> PatternInZone<'a> {
     /// First fire at or after `start` (Unix seconds).
     fn next(&self, start: i64) -> Option<i64> {
         let last_year = Civil::from_seconds(start + self.zone.offset_at(start)).year + SEARCH_YEARS;
-        let mut segment = self.zone.segment_at(start);
+        // Where the segment began matters only to a fixed time of day, and only within a
+        // day of that transition (gap push at its first instant, repeated wall times).
+        let horizon = if self.fixed { DAY } else { 0 };
+        let mut segment = self.zone.segment_from(start, horizon);
         let mut from = start;
         loop {
             if segment.begin.is_some_and(|b| b >= from) && self.fires_at_gap_end(&segment) {

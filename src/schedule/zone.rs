@@ -13,6 +13,8 @@ use super::CronError;
 pub struct Zone {
     name: String,
     tz: TimeZone,
+    /// The offset of a zone that never changes it (UTC, `Etc/GMT+5`): no lookups needed.
+    constant_offset: Option<i64>,
 }
 
 impl PartialEq for Zone {
@@ -45,18 +47,23 @@ impl Zone {
                 zone: name.to_owned(),
             });
         }
-        Ok(Zone {
+        Ok(Zone::new(name, tz))
+    }
+
+    fn new(name: &str, tz: TimeZone) -> Zone {
+        let has_transitions = tz.following(Timestamp::MIN).next().is_some();
+        let constant_offset =
+            (!has_transitions).then(|| i64::from(tz.to_offset(Timestamp::UNIX_EPOCH).seconds()));
+        Zone {
             name: name.to_owned(),
             tz,
-        })
+            constant_offset,
+        }
     }
 
     /// UTC.
     pub fn utc() -> Zone {
-        Zone {
-            name: "UTC".to_owned(),
-            tz: TimeZone::UTC,
-        }
+        Zone::new("UTC", TimeZone::UTC)
     }
 
     /// The IANA name.
@@ -71,31 +78,55 @@ impl Zone {
 
     /// UTC offset in seconds at an instant (Unix seconds).
     pub fn offset_at(&self, instant: i64) -> i64 {
+        if let Some(offset) = self.constant_offset {
+            return offset;
+        }
         i64::from(self.tz.to_offset(timestamp(instant)).seconds())
     }
 
     /// The stretch of constant offset that contains `instant`.
     pub fn segment_at(&self, instant: i64) -> Segment {
-        let at = timestamp(instant);
+        self.segment_from(instant, i64::MAX)
+    }
+
+    /// The segment containing `instant`, looking up where it began only if that was less
+    /// than `horizon` seconds before `instant` (otherwise `begin` is `None`). Callers that
+    /// do not care about distant beginnings save two time-zone lookups.
+    pub fn segment_from(&self, instant: i64, horizon: i64) -> Segment {
+        if let Some(offset) = self.constant_offset {
+            return Segment {
+                begin: None,
+                end: None,
+                offset,
+                previous_offset: offset,
+            };
+        }
         let offset = self.offset_at(instant);
-        // `preceding` yields transitions strictly before its argument.
-        let begin = self
-            .tz
-            .preceding(timestamp(instant.saturating_add(1)))
-            .next()
-            .map(|t| t.timestamp().as_second());
-        let previous_offset = begin.map_or(offset, |b| self.offset_at(b - 1));
         let end = self
             .tz
-            .following(at)
+            .following(timestamp(instant))
             .next()
             .map(|t| t.timestamp().as_second());
-        Segment {
-            begin,
+        let mut segment = Segment {
+            begin: None,
             end,
             offset,
-            previous_offset,
+            previous_offset: offset,
+        };
+        if horizon > 0 {
+            // `preceding` yields transitions strictly before its argument.
+            let begin = self
+                .tz
+                .preceding(timestamp(instant.saturating_add(1)))
+                .next()
+                .map(|t| t.timestamp().as_second())
+                .filter(|b| instant - b < horizon);
+            if let Some(b) = begin {
+                segment.begin = Some(b);
+                segment.previous_offset = self.offset_at(b - 1);
+            }
         }
+        segment
     }
 
     /// The segment right after `segment` (which must have an end).
@@ -112,7 +143,8 @@ impl Zone {
 /// Instants `[begin, end)` during which a zone keeps one UTC offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    /// First instant (Unix seconds); `None` when no transition precedes it.
+    /// First instant (Unix seconds); `None` when no transition precedes it (or, from
+    /// [`Zone::segment_from`], when it began too long ago to matter).
     pub begin: Option<i64>,
     /// First instant after the segment; `None` when no transition follows.
     pub end: Option<i64>,
@@ -192,5 +224,8 @@ mod tests {
         assert_eq!(ny.segment_before(&fall), Some(spring));
         let utc = Zone::utc().segment_at(0);
         assert_eq!((utc.begin, utc.end), (None, None));
+        let fixed = Zone::named("Etc/GMT+5").unwrap();
+        assert_eq!(fixed.segment_at(0).offset, -18_000);
+        assert_eq!(fixed.offset_at(2_000_000_000), -18_000);
     }
 }
