@@ -1,4 +1,25 @@
 //! tidal-scheduler: scales Kubernetes workloads on a calendar.
+//!
+//! A `TidalScheduler` object holds cron rules with replica counts; the latest rule to fire
+//! sets the replicas in effect (the "tide level").
+//!
+//! ```text
+//!   TidalScheduler manifest ──► api::validate ──► schedule::Tide ──► level at now,
+//!   (spec: targetRef, rules)     (schema rules,     (rules parsed      next trigger,
+//!                                 cron grammar,      into Cron +        conflicts,
+//!                                 zones)             replicas)          superseded count
+//!                                                         │
+//!                        cli: `next`, `plan` ◄────────────┘
+//! ```
+//!
+//! Modules:
+//! - [`schedule`]: cron grammar (robfig/cron v3), bundled time zones, DST policy, fire
+//!   times, the tide level. Pure: no clock reads, no Kubernetes types.
+//! - [`api`]: the `scheduling.tidal.io/v1alpha1` types, the CRD, and spec validation.
+//! - [`cli`]: the subcommands of the `tidal-scheduler` binary.
+//!
+//! Each module has its own error type ([`schedule::CronError`], [`api::SpecProblem`],
+//! [`cli::CliError`]); messages name the field and the problem.
 #![forbid(unsafe_code)]
 
 pub mod api;

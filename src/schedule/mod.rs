@@ -14,7 +14,7 @@ mod zone;
 
 pub use expression::Cron;
 pub use field::Field;
-pub use tide::{Rule, SUPERSEDED_CAP, Tide, Trigger};
+pub use tide::{LOOKBACK, Rule, SUPERSEDED_CAP, Tide, Trigger};
 pub use zone::Zone;
 
 /// Why a cron expression (or its time zone) is not accepted.

@@ -337,3 +337,48 @@ proptest! {
         let _ = Cron::parse(&text, None);
     }
 }
+
+#[test]
+fn the_ends_of_time_give_none_not_a_panic() {
+    for expression in [
+        "CRON_TZ=America/New_York 0 30 2 * * *",
+        "TZ=UTC * * * * * *",
+        "TZ=UTC @every 1h",
+        "CRON_TZ=Australia/Lord_Howe 0 */15 * * * *",
+    ] {
+        let c = cron(expression);
+        assert_eq!(c.next_after(Timestamp::MAX), None, "{expression}");
+        assert!(c.next_after(Timestamp::MIN).is_some(), "{expression}");
+        let first = c.latest_at_or_before(Timestamp::MIN, Timestamp::MIN);
+        assert!(
+            first.is_none_or(|t| t == Timestamp::MIN),
+            "{expression}: {first:?}"
+        );
+        let late = c.latest_at_or_before(
+            Timestamp::MAX,
+            Timestamp::MAX - SignedDuration::from_hours(48),
+        );
+        assert!(late.is_some(), "{expression}");
+    }
+}
+
+#[test]
+fn every_descriptor_fires_like_its_expansion() {
+    let cases = [
+        ("@yearly", "2027-01-01T00:00:00Z"),
+        ("@annually", "2027-01-01T00:00:00Z"),
+        ("@monthly", "2026-12-01T00:00:00Z"),
+        ("@weekly", "2026-12-06T00:00:00Z"),
+        ("@daily", "2026-11-30T00:00:00Z"),
+        ("@midnight", "2026-11-30T00:00:00Z"),
+        ("@hourly", "2026-11-29T13:00:00Z"),
+    ];
+    for (descriptor, expected) in cases {
+        let c = cron(&format!("TZ=UTC {descriptor}"));
+        assert_eq!(
+            c.next_after(at("2026-11-29T12:30:00Z")),
+            Some(at(expected)),
+            "{descriptor}"
+        );
+    }
+}
