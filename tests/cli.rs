@@ -1,7 +1,8 @@
 //! Runs the `tidal-scheduler` binary: `next`, `plan` over every example manifest, `crd`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn binary(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tidal-scheduler"))
@@ -9,6 +10,21 @@ fn binary(args: &[&str]) -> Output {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("the binary runs")
+}
+
+/// Runs the binary with `input` on stdin.
+fn binary_with_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidal-scheduler"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin.write_all(input.as_bytes()).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("the binary exits")
 }
 
 fn stdout(output: &Output) -> String {
@@ -199,12 +215,7 @@ fn plan_shows_level_changes_in_utc_and_local_time() {
 
 #[test]
 fn plan_flags_conflicts() {
-    let dir = std::env::temp_dir().join(format!("tidal-plan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("conflict.yaml");
-    std::fs::write(
-        &file,
-        r#"
+    let manifest = r#"
 apiVersion: scheduling.tidal.io/v1alpha1
 kind: TidalScheduler
 metadata: {name: clash, namespace: demo}
@@ -216,18 +227,19 @@ spec:
       rules:
       - {name: small, cron: "CRON_TZ=UTC 0 0 8 * * *", replicas: 3}
       - {name: large, cron: "CRON_TZ=UTC 0 0 8 * * MON", replicas: 9}
-"#,
-    )
-    .unwrap();
-    let out = binary(&[
-        "plan",
-        "-f",
-        file.to_str().unwrap(),
-        "--from",
-        "2026-11-29T00:00:00Z",
-        "--days",
-        "2",
-    ]);
+"#;
+    let out = binary_with_stdin(
+        &[
+            "plan",
+            "-f",
+            "-",
+            "--from",
+            "2026-11-29T00:00:00Z",
+            "--days",
+            "2",
+        ],
+        manifest,
+    );
     let text = stdout(&out);
     let row = text
         .lines()
@@ -243,12 +255,7 @@ spec:
 
 #[test]
 fn plan_reports_every_problem_of_an_invalid_manifest() {
-    let dir = std::env::temp_dir().join(format!("tidal-plan-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("bad.yaml");
-    std::fs::write(
-        &file,
-        r#"
+    let manifest = r#"
 apiVersion: scheduling.tidal.io/v1alpha1
 kind: TidalScheduler
 metadata: {name: broken, namespace: demo}
@@ -259,10 +266,8 @@ spec:
       rules:
       - {name: a, cron: "CRON_TZ=Asia/Shanghai 0 0 8 * *", replicas: 3}
       - {name: b, cron: "0 0 8 * * *", timeZone: Nowhere/Town, replicas: 1}
-"#,
-    )
-    .unwrap();
-    let out = binary(&["plan", "-f", file.to_str().unwrap()]);
+"#;
+    let out = binary_with_stdin(&["plan", "-f", "-"], manifest);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     for expected in [
