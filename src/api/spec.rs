@@ -17,13 +17,14 @@ fn is_false(value: &bool) -> bool {
     !*value
 }
 
-/// Scales a workload on a calendar: cron rules, each with a replica count; the latest rule
-/// to fire sets the replicas in effect (the "tide level").
+/// Desired state: the workload to scale, how the level is applied, and the cron rules.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "scheduling.tidal.io",
     version = "v1alpha1",
     kind = "TidalScheduler",
+    doc = "Scales a workload on a calendar: cron rules with replica counts; the latest rule to \
+           fire sets the replicas in effect (the tide level).",
     plural = "tidalschedulers",
     singular = "tidalscheduler",
     shortname = "tidal",

@@ -45,12 +45,13 @@ pub struct TidalSchedulerStatus {
 
     /// One entry per rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub rules: Vec<RuleStatus>,
 
     /// Applied triggers, newest first, at most `spec.historyLimit`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    #[schemars(length(max = 100), extend("x-kubernetes-list-type" = "atomic"))]
     pub history: Vec<HistoryEntry>,
 
     /// `Ready`, with reasons TriggerActive, WaitingForFirstTrigger, Suspended, InvalidSpec,

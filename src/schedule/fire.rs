@@ -62,13 +62,7 @@ impl Cron {
 
 /// The smallest instant `anchor + k × period >= start`.
 fn every_at_or_after(start: i64, anchor: i64, period: i64) -> Option<i64> {
-    let delta = start.checked_sub(anchor)?;
-    let steps = match (u64::try_from(delta), u64::try_from(period)) {
-        // The usual case (start after the anchor): an unsigned division, markedly cheaper
-        // than a signed euclidean one on x86.
-        (Ok(delta), Ok(period)) => i64::try_from(delta.div_ceil(period)).ok()?,
-        _ => (delta.checked_add(period - 1)?).div_euclid(period),
-    };
+    let steps = (start.checked_sub(anchor)?.checked_add(period - 1)?).div_euclid(period);
     anchor.checked_add(steps.checked_mul(period)?)
 }
 
