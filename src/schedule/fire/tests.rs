@@ -333,6 +333,13 @@ proptest! {
     }
 
     #[test]
+    fn parsing_any_string_and_zone_never_panics(text in any::<String>(), zone in any::<String>()) {
+        let _ = Cron::parse(&text, None);
+        let _ = Cron::parse(&text, Some(&zone));
+        let _ = Cron::parse(&format!("CRON_TZ={zone} {text}"), None);
+    }
+
+    #[test]
     fn parsing_cron_like_text_never_panics(text in "(CRON_TZ=|TZ=)?[A-Za-z_/]{0,12} ?[-0-9*?/,#LW@ a-z]{0,40}") {
         let _ = Cron::parse(&text, None);
     }
