@@ -80,10 +80,7 @@ impl Tide {
             .filter_map(|rule| Some((rule.cron.latest_at_or_before(now, not_before)?, rule)))
             .collect();
         let latest = fires.iter().map(|(time, _)| *time).max()?;
-        Some(resolve(
-            latest,
-            fires.iter().filter(|(t, _)| *t == latest).map(|(_, r)| *r),
-        ))
+        Some(resolve_at(latest, &fires))
     }
 
     /// The first trigger strictly after `after`, with its collisions detected ahead of time.
@@ -93,13 +90,7 @@ impl Tide {
             .filter_map(|rule| Some((rule.cron.next_after(after)?, rule)))
             .collect();
         let earliest = fires.iter().map(|(time, _)| *time).min()?;
-        Some(resolve(
-            earliest,
-            fires
-                .iter()
-                .filter(|(t, _)| *t == earliest)
-                .map(|(_, r)| *r),
-        ))
+        Some(resolve_at(earliest, &fires))
     }
 
     /// Every trigger in `(after, until]`, in time order, at most `cap` of them.
@@ -174,6 +165,17 @@ impl Tide {
             }
         }
     }
+}
+
+/// The trigger at `time` among per-rule fire times: the rules firing exactly then collide.
+fn resolve_at(time: Timestamp, fires: &[(Timestamp, &Rule)]) -> Trigger {
+    resolve(
+        time,
+        fires
+            .iter()
+            .filter(|(t, _)| *t == time)
+            .map(|(_, rule)| *rule),
+    )
 }
 
 /// The winner among rules firing at one instant: most replicas, then smallest name.

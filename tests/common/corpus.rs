@@ -78,21 +78,19 @@ const MONTHS: [&str; 12] = [
 ];
 const DAYS: [&str; 7] = ["SUN", "mon", "Tue", "WED", "thu", "FRI", "sat"];
 
-fn value(rng: &mut Rng, min: i64, max: i64, names: Option<&[&str]>, name_base: i64) -> String {
+fn value(rng: &mut Rng, min: i64, max: i64, names: Option<&[&str]>) -> String {
     match names {
         Some(names) if rng.chance(30) => names[rng.below(names.len() as u64) as usize].to_owned(),
         _ => rng.between(min, max).to_string(),
     }
-    .replace("__", &name_base.to_string())
 }
 
 /// One valid item of a field with bounds `min..=max`.
 fn valid_item(rng: &mut Rng, min: i64, max: i64, names: Option<&[&str]>) -> String {
-    let base = min;
     match rng.below(9) {
         0 => "*".to_owned(),
         1 => "?".to_owned(),
-        2 | 3 => value(rng, min, max, names, base),
+        2 | 3 => value(rng, min, max, names),
         4 => {
             let a = rng.between(min, max);
             let b = rng.between(a, max);
@@ -108,7 +106,7 @@ fn valid_item(rng: &mut Rng, min: i64, max: i64, names: Option<&[&str]>) -> Stri
         _ => {
             let n = rng.between(2, 4);
             (0..n)
-                .map(|_| value(rng, min, max, names, base))
+                .map(|_| value(rng, min, max, names))
                 .collect::<Vec<_>>()
                 .join(",")
         }
@@ -162,7 +160,7 @@ fn fields(rng: &mut Rng, odd_percent: u64) -> String {
                 odd_item(rng, min, max)
             } else if i < 3 && rng.chance(35) {
                 // Fixed times of day are the common case in real schedules.
-                value(rng, min, max, None, min)
+                value(rng, min, max, None)
             } else {
                 valid_item(rng, min, max, names)
             }
