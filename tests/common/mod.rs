@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests. Each test binary uses a part of them.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod corpus;
+pub mod process;
+pub mod reaper;
 pub mod robfig;

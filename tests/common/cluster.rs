@@ -1,0 +1,325 @@
+//! A real Kubernetes control plane for integration tests, the way envtest provides
+//! one: etcd and kube-apiserver, built by `tests/control-plane/provision.sh` and
+//! started by `tests/control-plane/up.sh`, one per test binary, with the CRD of
+//! `deploy/crd.yaml` installed. Each test gets a fresh namespace and a client.
+//!
+//! Environment:
+//! - `TIDAL_TEST_KUBECONFIG`: use the cluster of this kubeconfig instead of starting
+//!   one (the CRD is still applied);
+//! - `TIDAL_CONTROL_PLANE_BIN`: directory with `etcd` and `kube-apiserver`, instead
+//!   of running `provision.sh`;
+//! - `TIDAL_KEEP_CONTROL_PLANE`: keep the control plane's directory (logs, data)
+//!   after the test binary ends (it is stopped regardless).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Config, ResourceExt};
+
+use super::process::{BINARY, Process};
+use super::reaper::Reaper;
+
+/// The repository root.
+pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The field manager of everything the harness applies.
+const FIELD_MANAGER: &str = "tidal-tests";
+
+/// One control plane (started here, or given by `TIDAL_TEST_KUBECONFIG`).
+pub struct ControlPlane {
+    kubeconfig: PathBuf,
+    dir: Option<PathBuf>,
+}
+
+/// This test binary's control plane, started on first use.
+pub fn control_plane() -> &'static ControlPlane {
+    static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| {
+        if let Some(kubeconfig) = std::env::var_os("TIDAL_TEST_KUBECONFIG") {
+            return ControlPlane::existing(PathBuf::from(kubeconfig));
+        }
+        let binary = std::env::current_exe().expect("current_exe");
+        let binary = binary
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("tests");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("control-plane-{binary}-{}", std::process::id()));
+        ControlPlane::start(&dir)
+    });
+    match shared {
+        Ok(control_plane) => control_plane,
+        Err(e) => panic!("no Kubernetes control plane for the tests: {e}"),
+    }
+}
+
+impl ControlPlane {
+    /// Starts a control plane under `dir`, stopped when this process ends, and
+    /// installs the CRD.
+    pub fn start(dir: &Path) -> Result<ControlPlane, String> {
+        let bin = match std::env::var_os("TIDAL_CONTROL_PLANE_BIN") {
+            Some(bin) => PathBuf::from(bin),
+            None => PathBuf::from(run_script("provision.sh", &[], None)?),
+        };
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        Reaper::get().watch_control_plane(dir);
+        let dir_arg = dir.to_str().ok_or("control plane directory is not UTF-8")?;
+        let kubeconfig = run_script("up.sh", &[dir_arg], Some(&bin))?;
+        let control_plane = ControlPlane {
+            kubeconfig: PathBuf::from(kubeconfig),
+            dir: Some(dir.to_owned()),
+        };
+        control_plane.install_crd()?;
+        Ok(control_plane)
+    }
+
+    /// Uses the cluster of an existing kubeconfig and installs the CRD.
+    fn existing(kubeconfig: PathBuf) -> Result<ControlPlane, String> {
+        let control_plane = ControlPlane {
+            kubeconfig,
+            dir: None,
+        };
+        control_plane.install_crd()?;
+        Ok(control_plane)
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The directory of a control plane started here (pid files, logs, data).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// An admin client (group system:masters).
+    pub async fn client(&self) -> Client {
+        self.client_with(|_| {}).await
+    }
+
+    /// A client that impersonates `user`, e.g. `system:serviceaccount:NS:NAME`
+    /// (the apiserver adds a ServiceAccount's groups itself).
+    pub async fn client_as(&self, user: &str) -> Client {
+        self.client_with(|config| config.auth_info.impersonate = Some(user.to_owned()))
+            .await
+    }
+
+    async fn client_with(&self, customize: impl FnOnce(&mut Config)) -> Client {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("read {}: {e}", self.kubeconfig.display()));
+        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("kubeconfig is usable");
+        customize(&mut config);
+        Client::try_from(config).expect("build client")
+    }
+
+    /// Applies `deploy/crd.yaml` and waits until it is Established. Runs on its own
+    /// thread and runtime, as the shared control plane outlives each test's runtime.
+    fn install_crd(&self) -> Result<(), String> {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| format!("tokio runtime: {e}"))?;
+                    runtime.block_on(async {
+                        let client = self.client().await;
+                        let path = Path::new(REPO).join("deploy/crd.yaml");
+                        for object in read_manifests(&path) {
+                            apply(&client, &object, None).await?;
+                            let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+                            let name = object.name_any();
+                            let established =
+                                await_condition(crds, &name, conditions::is_crd_established());
+                            tokio::time::timeout(Duration::from_secs(60), established)
+                                .await
+                                .map_err(|_| "CRD not Established after 60 s".to_owned())?
+                                .map_err(|e| format!("waiting for the CRD: {e}"))?;
+                        }
+                        Ok(())
+                    })
+                })
+                .join()
+                .map_err(|_| "installing the CRD panicked".to_owned())?
+        })
+    }
+}
+
+/// Runs a script of `tests/control-plane/`, its progress on our stderr, and returns
+/// the last line of its stdout.
+fn run_script(script: &str, args: &[&str], bin: Option<&Path>) -> Result<String, String> {
+    let path = Path::new(REPO).join("tests/control-plane").join(script);
+    let mut command = Command::new("bash");
+    command.arg(&path).args(args).stderr(Stdio::inherit());
+    if let Some(bin) = bin {
+        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("run {}: {e}", path.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{script} failed ({}); see its output above",
+            output.status
+        ));
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{script} printed nothing"))
+}
+
+/// The documents of a YAML manifest file.
+pub fn read_manifests(path: &Path) -> Vec<DynamicObject> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+        .unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));
+    documents
+        .into_iter()
+        .filter(|document| !document.is_null())
+        .map(|document| {
+            serde_json::from_value(document)
+                .unwrap_or_else(|e| panic!("{}: not a Kubernetes object: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// The API of an object's kind (found by discovery), in its namespace, or in
+/// `default_namespace` when it has none and the kind is namespaced.
+pub async fn api_for(
+    client: &Client,
+    object: &DynamicObject,
+    default_namespace: Option<&str>,
+) -> Result<Api<DynamicObject>, String> {
+    let types = object
+        .types
+        .as_ref()
+        .ok_or_else(|| format!("{} has no apiVersion/kind", object.name_any()))?;
+    let gvk = GroupVersionKind::try_from(types).map_err(|e| e.to_string())?;
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| format!("discover {gvk:?}: {e}"))?;
+    Ok(match capabilities.scope {
+        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        kube::discovery::Scope::Namespaced => {
+            let namespace = object
+                .namespace()
+                .or(default_namespace.map(str::to_owned))
+                .ok_or_else(|| format!("{} needs a namespace", object.name_any()))?;
+            Api::namespaced_with(client.clone(), &namespace, &resource)
+        }
+    })
+}
+
+/// Server-side applies an object (forcing ownership, like `kubectl apply
+/// --server-side --force-conflicts`).
+pub async fn apply(
+    client: &Client,
+    object: &DynamicObject,
+    default_namespace: Option<&str>,
+) -> Result<DynamicObject, String> {
+    let api = api_for(client, object, default_namespace).await?;
+    api.patch(
+        &object.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map_err(|e| format!("apply {}: {e}", object.name_any()))
+}
+
+/// What one test works with: a client and a namespace of its own.
+pub struct TestEnv {
+    pub client: Client,
+    pub namespace: String,
+    control_plane: &'static ControlPlane,
+}
+
+impl TestEnv {
+    /// A fresh namespace, named after the running test, on this binary's control
+    /// plane.
+    pub async fn new() -> TestEnv {
+        let control_plane = control_plane();
+        let client = control_plane.client().await;
+        let namespace = Namespace {
+            metadata: kube::api::ObjectMeta {
+                generate_name: Some(format!("{}-", namespace_prefix())),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let namespace = Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create the test's namespace")
+            .name_any();
+        TestEnv {
+            client,
+            namespace,
+            control_plane,
+        }
+    }
+
+    pub fn control_plane(&self) -> &'static ControlPlane {
+        self.control_plane
+    }
+
+    /// The typed API of a namespaced kind in the test's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Runs the product binary with `args` against this control plane (as
+    /// `KUBECONFIG`), logging to `target/tmp/logs/NAMESPACE/NAME.log`.
+    pub fn run_binary(&self, name: &str, args: &[&str]) -> Process {
+        let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("logs")
+            .join(&self.namespace)
+            .join(format!("{name}.log"));
+        let mut command = Command::new(BINARY);
+        command
+            .args(args)
+            .env("KUBECONFIG", self.control_plane.kubeconfig());
+        Process::spawn(name, command, log)
+    }
+}
+
+/// A DNS label from the running test's name (libtest names the thread after it).
+fn namespace_prefix() -> String {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("test");
+    let test = test.rsplit("::").next().unwrap_or(test);
+    let mut label: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(50)
+        .collect();
+    label = label.trim_matches('-').to_owned();
+    if label.is_empty() {
+        "test".to_owned()
+    } else {
+        label
+    }
+}

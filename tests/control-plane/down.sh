@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Stops the control plane that up.sh started under DIR (kube-apiserver, then etcd)
+# and leaves no process behind: SIGTERM, then SIGKILL after a grace period. The
+# data stays, so `up.sh DIR` starts it again; remove DIR to forget it.
+#
+# Environment:
+#   TIDAL_STOP_GRACE  seconds between SIGTERM and SIGKILL (default 10)
+set -euo pipefail
+
+log() { echo "down: $*" >&2; }
+[ $# -eq 1 ] || { log "usage: down.sh DIR"; exit 1; }
+[ -d "$1" ] || { log "$1: no such directory (nothing to stop)"; exit 0; }
+dir="$(cd "$1" && pwd)"
+grace="${TIDAL_STOP_GRACE:-10}"
+
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+
+# Alive and not a zombie (an orphan's zombie lingers until its new parent reaps it).
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
+stop() { # name
+  local pid deadline=$((SECONDS + grace))
+  if pid="$(running_pid "$1")"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    while alive "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+    if alive "$pid"; then
+      log "$1 ($pid) ignored SIGTERM for ${grace}s; killing it"
+      kill -KILL "$pid" 2>/dev/null || true
+      while alive "$pid"; do sleep 0.1; done
+    fi
+    log "stopped $1 ($pid)"
+  fi
+  rm -f "$dir/$1.pid"
+}
+
+stop kube-apiserver
+stop etcd

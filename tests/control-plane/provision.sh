@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver, kubectl and etcd from the Go module proxy into a cache
+# directory outside the repository, keyed by version, and prints that directory as
+# the last line of stdout. Idempotent: seconds when the binaries are cached.
+#
+# The versions are the ones pinned by the Go modules next to this script
+# (kubernetes/go.mod, etcd/go.mod; go.sum verifies every download).
+#
+# Environment:
+#   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
+#   GOPROXY, GOMODCACHE, ...   the usual Go settings
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+cache_root="${TIDAL_CONTROL_PLANE_CACHE:-${HOME:?HOME is not set}/.cache/tidal-scheduler/control-plane}"
+
+log() { echo "provision: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+command -v go >/dev/null 2>&1 ||
+  die "Go is required to build the test control plane (https://go.dev/dl/); no 'go' on PATH"
+
+# The version a module requires, read from go.mod (single source of truth).
+required_version() { # module-dir module-path
+  awk -v m="$2" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' \
+    "$here/$1/go.mod"
+}
+kubernetes_version="$(required_version kubernetes k8s.io/kubernetes)"
+etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
+[ -n "$kubernetes_version" ] && [ -n "$etcd_version" ] || die "cannot read pinned versions"
+
+export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
+
+# Builds packages of one wrapper module into DIR, atomically: DIR appears only
+# complete, so an interrupted build is redone rather than half-used.
+build() { # module-dir out-dir ldflags name=package...
+  local module="$1" out="$2" ldflags="$3"
+  shift 3
+  if [ -d "$out" ]; then
+    log "cached: $out"
+    return
+  fi
+  log "building ${*%%=*} (cold: ~1 GB of module downloads and several minutes of CPU)"
+  local partial="$out.partial.$$"
+  rm -rf "$partial"
+  mkdir -p "$partial"
+  trap 'rm -rf "$partial"' EXIT
+  log "downloading modules for $module"
+  (cd "$here/$module" && go mod download) ||
+    die "downloading Go modules failed; is the module proxy (GOPROXY=$(go env GOPROXY)) reachable?"
+  local spec start
+  for spec in "$@"; do
+    start=$SECONDS
+    (cd "$here/$module" && go build -trimpath -ldflags "$ldflags" -o "$partial/${spec%%=*}" "${spec#*=}") ||
+      die "go build ${spec#*=} failed"
+    log "built ${spec%%=*} in $((SECONDS - start)) s"
+  done
+  mv "$partial" "$out"
+  trap - EXIT
+}
+
+version_ldflags="-s -w"
+for var in gitVersion=$kubernetes_version gitTreeState=clean \
+  gitMajor="$(echo "$kubernetes_version" | cut -d. -f1 | tr -d v)" \
+  gitMinor="$(echo "$kubernetes_version" | cut -d. -f2)"; do
+  version_ldflags="$version_ldflags -X k8s.io/component-base/version.$var"
+done
+
+kubernetes_dir="$cache_root/kubernetes-$kubernetes_version"
+etcd_dir="$cache_root/etcd-$etcd_version"
+build kubernetes "$kubernetes_dir" "$version_ldflags" \
+  kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
+build etcd "$etcd_dir" "-s -w" etcd=go.etcd.io/etcd/server/v3
+
+# One directory with all three, as the callers expect.
+bin="$cache_root/bin-kubernetes-$kubernetes_version-etcd-$etcd_version"
+mkdir -p "$bin"
+ln -sfn "$kubernetes_dir/kube-apiserver" "$bin/kube-apiserver"
+ln -sfn "$kubernetes_dir/kubectl" "$bin/kubectl"
+ln -sfn "$etcd_dir/etcd" "$bin/etcd"
+for tool in kube-apiserver kubectl etcd; do
+  [ -x "$bin/$tool" ] || die "$bin/$tool is missing after the build"
+done
+echo "$bin"

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Starts a local Kubernetes control plane (etcd + kube-apiserver) with its state
+# under DIR, returns once /readyz is OK, and prints the admin kubeconfig's path
+# (DIR/kubeconfig) as the last line of stdout.
+#
+#   up.sh DIR     start what is not running (a stopped component restarts on its
+#                 old ports and data, so the kubeconfig stays valid)
+#   down.sh DIR   stop both
+#
+# Loopback only: TLS serving certificate for 127.0.0.1 and localhost, an admin
+# client certificate (group system:masters), RBAC authorization, service-account
+# token signing keys. There are no controllers: no garbage collection, namespaces
+# never finish terminating, no default ServiceAccounts.
+#
+# Environment:
+#   TIDAL_CONTROL_PLANE_BIN  directory with etcd and kube-apiserver (default: what
+#                            provision.sh prints, building them if needed)
+#   TIDAL_READY_TIMEOUT      seconds to wait for each component (default 90)
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+log() { echo "up: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ $# -eq 1 ] || die "usage: up.sh DIR"
+mkdir -p "$1"
+dir="$(cd "$1" && pwd)"
+timeout="${TIDAL_READY_TIMEOUT:-90}"
+for tool in openssl curl base64; do
+  command -v "$tool" >/dev/null 2>&1 || die "'$tool' is required"
+done
+
+bin="${TIDAL_CONTROL_PLANE_BIN:-}"
+if [ -z "$bin" ]; then
+  bin="$("$here/provision.sh" | tail -n 1)" || die "provisioning failed"
+fi
+for tool in etcd kube-apiserver; do
+  [ -x "$bin/$tool" ] || die "$bin/$tool not found (run provision.sh)"
+done
+
+# --- state shared with down.sh --------------------------------------------------
+
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A port nobody listens on, below Linux's ephemeral range so that outgoing
+# connections do not take it meanwhile.
+pick_port() {
+  local port
+  for _ in $(seq 100); do
+    port=$((20000 + RANDOM % 12000))
+    port_free "$port" && { echo "$port"; return; }
+  done
+  die "no free loopback port found"
+}
+
+# --- certificates (once per DIR) ------------------------------------------------
+
+make_certificates() {
+  local pki="$dir/pki"
+  [ -f "$pki/admin.crt" ] && return
+  log "creating certificates in $pki"
+  rm -rf "$pki" && mkdir -p "$pki"
+  (
+    cd "$pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=tidal-test-ca" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+      -keyout server.key -out server.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile server.ext -out server.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=admin" \
+      -keyout admin.key -out admin.csr 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' >admin.ext
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile admin.ext -out admin.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  ) || die "openssl failed"
+}
+
+# --- ports (once per DIR, reused by restarts) -----------------------------------
+
+choose_ports() {
+  if [ -f "$dir/ports.env" ]; then
+    # shellcheck source=/dev/null
+    . "$dir/ports.env"
+    return
+  fi
+  etcd_client_port="$(pick_port)"
+  etcd_peer_port="$(pick_port)"
+  apiserver_port="$(pick_port)"
+  printf 'etcd_client_port=%s\netcd_peer_port=%s\napiserver_port=%s\n' \
+    "$etcd_client_port" "$etcd_peer_port" "$apiserver_port" >"$dir/ports.env"
+}
+
+# --- components ------------------------------------------------------------------
+
+# Starts NAME detached from the caller's session; its output goes to DIR/NAME.log.
+start() { # name command...
+  local name="$1"
+  shift
+  setsid "$@" >>"$dir/$name.log" 2>&1 </dev/null &
+  echo $! >"$dir/$name.pid"
+}
+
+# Waits until CHECK succeeds; fails with the component's last log lines if it
+# exits or the timeout passes.
+await() { # name check...
+  local name="$1" deadline=$((SECONDS + timeout))
+  shift
+  until "$@"; do
+    if ! running_pid "$name" >/dev/null; then
+      tail -n 20 "$dir/$name.log" >&2 || true
+      die "$name exited during start-up (log: $dir/$name.log)"
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      tail -n 20 "$dir/$name.log" >&2 || true
+      die "$name not ready after ${timeout}s (log: $dir/$name.log)"
+    fi
+    sleep 0.2
+  done
+}
+
+etcd_healthy() {
+  curl -fsS --max-time 2 "http://127.0.0.1:$etcd_client_port/health" 2>/dev/null |
+    grep -q '"health":"true"'
+}
+
+apiserver_ready() {
+  curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" \
+    --key "$dir/pki/admin.key" "https://127.0.0.1:$apiserver_port/readyz" >/dev/null 2>&1
+}
+
+start_etcd() {
+  if running_pid etcd >/dev/null; then
+    await etcd etcd_healthy
+    return
+  fi
+  port_free "$etcd_client_port" && port_free "$etcd_peer_port" ||
+    die "etcd's port $etcd_client_port or $etcd_peer_port is taken by another process"
+  log "starting etcd on 127.0.0.1:$etcd_client_port"
+  start etcd "$bin/etcd" \
+    --name=tidal-test \
+    --data-dir="$dir/etcd-data" \
+    --listen-client-urls="http://127.0.0.1:$etcd_client_port" \
+    --advertise-client-urls="http://127.0.0.1:$etcd_client_port" \
+    --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster="tidal-test=http://127.0.0.1:$etcd_peer_port" \
+    --unsafe-no-fsync \
+    --log-level=warn
+  await etcd etcd_healthy
+}
+
+start_apiserver() {
+  if running_pid kube-apiserver >/dev/null; then
+    await kube-apiserver apiserver_ready
+    return
+  fi
+  port_free "$apiserver_port" || die "the apiserver's port $apiserver_port is taken by another process"
+  log "starting kube-apiserver on https://127.0.0.1:$apiserver_port"
+  local pki="$dir/pki"
+  start kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$etcd_client_port" \
+    --bind-address=127.0.0.1 \
+    --secure-port="$apiserver_port" \
+    --advertise-address=127.0.0.1 \
+    --endpoint-reconciler-type=none \
+    --tls-cert-file="$pki/server.crt" \
+    --tls-private-key-file="$pki/server.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --service-account-issuer=https://localhost \
+    --service-account-signing-key-file="$pki/sa.key" \
+    --service-account-key-file="$pki/sa.pub" \
+    --authorization-mode=RBAC \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --disable-admission-plugins=ServiceAccount \
+    --cert-dir="$dir/apiserver-certs"
+  await kube-apiserver apiserver_ready
+}
+
+write_kubeconfig() {
+  local pki="$dir/pki"
+  cat >"$dir/kubeconfig.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: tidal-test
+  cluster:
+    server: https://127.0.0.1:$apiserver_port
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: admin
+  user:
+    client-certificate-data: $(base64 -w0 "$pki/admin.crt")
+    client-key-data: $(base64 -w0 "$pki/admin.key")
+contexts:
+- name: tidal-test
+  context:
+    cluster: tidal-test
+    user: admin
+current-context: tidal-test
+EOF
+  mv "$dir/kubeconfig.tmp" "$dir/kubeconfig"
+}
+
+make_certificates
+choose_ports
+start_etcd
+start_apiserver
+write_kubeconfig
+log "ready: kubectl --kubeconfig $dir/kubeconfig get --raw /readyz"
+echo "$dir/kubeconfig"

@@ -1,0 +1,322 @@
+//! The test infrastructure itself: provisioning, the control plane's start-up, child
+//! processes with their own logs, and no orphans however a test process dies.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::{ControlPlane, REPO, TestEnv, control_plane};
+use common::process::Process;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+
+fn script(name: &str) -> PathBuf {
+    Path::new(REPO).join("tests/control-plane").join(name)
+}
+
+/// A fresh directory under Cargo's temporary directory for integration tests.
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch directory");
+    dir
+}
+
+/// Polls `condition` every 50 ms until it holds; panics with `what` after `timeout`.
+fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "{what}: not after {timeout:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Running, i.e. present and not a zombie waiting for its parent.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|status| {
+            !status
+                .lines()
+                .any(|l| l.starts_with("State:") && l.contains('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn provision_is_idempotent_and_prints_the_directory_last() {
+    // The control plane of this binary was provisioned (or given); a second run is
+    // all cached and prints the same directory.
+    control_plane();
+    let output = Command::new("bash")
+        .arg(script("provision.sh"))
+        .output()
+        .expect("run provision.sh");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).expect("UTF-8");
+    let dir = PathBuf::from(stdout.lines().last().expect("a last line"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cached:"),
+        "second run rebuilt something:\n{stderr}"
+    );
+
+    let version = |tool: &str, args: &[&str]| {
+        let output = Command::new(dir.join(tool))
+            .args(args)
+            .output()
+            .expect(tool);
+        assert!(output.status.success(), "{tool} {args:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    assert!(version("kube-apiserver", &["--version"]).contains("Kubernetes v1.34."));
+    assert!(version("kubectl", &["version", "--client"]).contains("Client Version: v1.34."));
+    assert!(version("etcd", &["--version"]).contains("etcd Version: 3.6."));
+}
+
+#[test]
+fn provision_fails_clearly_without_go_or_the_module_proxy() {
+    let scratch = scratch_dir("provision-offline");
+    let run = |path: &str, proxy: &str| {
+        Command::new("bash")
+            .arg(script("provision.sh"))
+            .env("PATH", path)
+            .env("TIDAL_CONTROL_PLANE_CACHE", scratch.join("cache"))
+            .env("GOMODCACHE", scratch.join("modules"))
+            .env("GOPROXY", proxy)
+            .output()
+            .expect("run provision.sh")
+    };
+    let without_go = run("/usr/bin:/bin", "off");
+    assert!(!without_go.status.success());
+    assert!(String::from_utf8_lossy(&without_go.stderr).contains("Go is required"));
+
+    let path = std::env::var("PATH").expect("PATH");
+    let without_proxy = run(&path, "off");
+    assert!(!without_proxy.status.success());
+    let stderr = String::from_utf8_lossy(&without_proxy.stderr);
+    assert!(
+        stderr.contains("is the module proxy (GOPROXY=off) reachable?"),
+        "{stderr}"
+    );
+    // Nothing half-built is left to be mistaken for a cache entry.
+    let cached: Vec<_> = std::fs::read_dir(scratch.join("cache"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(cached.is_empty(), "left in the cache: {cached:?}");
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn up_and_down_start_and_stop_a_control_plane_by_hand() {
+    let bin = PathBuf::from(
+        String::from_utf8(
+            Command::new("bash")
+                .arg(script("provision.sh"))
+                .stderr(Stdio::inherit())
+                .output()
+                .expect("provision")
+                .stdout,
+        )
+        .expect("UTF-8")
+        .lines()
+        .last()
+        .expect("a directory"),
+    );
+    let dir = scratch_dir("by-hand");
+    let up = || {
+        Command::new("bash")
+            .arg(script("up.sh"))
+            .arg(&dir)
+            .env("TIDAL_CONTROL_PLANE_BIN", &bin)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run up.sh")
+    };
+    let down = || {
+        let status = Command::new("bash")
+            .arg(script("down.sh"))
+            .arg(&dir)
+            .status()
+            .expect("run down.sh");
+        assert!(status.success());
+    };
+    let pids = || {
+        ["etcd", "kube-apiserver"].map(|name| {
+            std::fs::read_to_string(dir.join(format!("{name}.pid")))
+                .expect("pid file")
+                .trim()
+                .parse::<u32>()
+                .expect("a pid")
+        })
+    };
+    let kubectl = |args: &[&str]| {
+        Command::new(bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .args(args)
+            .output()
+            .expect("run kubectl")
+    };
+
+    let output = up();
+    assert!(output.status.success());
+    let printed = String::from_utf8(output.stdout).expect("UTF-8");
+    assert_eq!(
+        printed.lines().last().map(PathBuf::from),
+        Some(dir.join("kubeconfig"))
+    );
+    let ready = kubectl(&["get", "--raw", "/readyz"]);
+    assert_eq!(String::from_utf8_lossy(&ready.stdout), "ok");
+    let created = kubectl(&["create", "namespace", "kept-across-restarts"]);
+    assert!(created.status.success());
+    let first = pids();
+
+    // Stop both: no process left behind.
+    down();
+    for pid in first {
+        assert!(!running(pid), "pid {pid} still running after down.sh");
+    }
+
+    // Start again on the same directory: same kubeconfig, data kept.
+    assert!(up().status.success());
+    let kept = kubectl(&["get", "namespace", "kept-across-restarts"]);
+    assert!(
+        kept.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kept.stderr)
+    );
+    let second = pids();
+    down();
+    for pid in second {
+        assert!(!running(pid), "pid {pid} still running after down.sh");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn each_test_gets_a_fresh_namespace_and_processes_get_their_own_logs() {
+    let env = TestEnv::new().await;
+    let namespace = Api::<Namespace>::all(env.client.clone())
+        .get(&env.namespace)
+        .await
+        .expect("the test's namespace exists");
+    assert!(
+        env.namespace
+            .starts_with("each-test-gets-a-fresh-namespace")
+    );
+    assert!(namespace.metadata.creation_timestamp.is_some());
+
+    let mut crd = env.run_binary("crd", &["crd"]);
+    let mut bad = env.run_binary("bad-flag", &["next", "--no-such-flag"]);
+    assert!(crd.wait(Duration::from_secs(30)).success());
+    assert_eq!(bad.wait(Duration::from_secs(30)).code(), Some(2));
+    assert!(crd.log().contains("kind: CustomResourceDefinition"));
+    assert!(bad.log().contains("--no-such-flag"));
+    assert_ne!(crd.log_path(), bad.log_path());
+}
+
+/// Set in the child test process of `no_orphans_when_the_test_process_dies`: the
+/// directory for its control plane.
+const PROBE_DIR: &str = "TIDAL_ORPHAN_PROBE_DIR";
+
+/// The child's part: start a control plane and a long-running child process, say
+/// so, then wait to be killed.
+fn orphan_probe(dir: &Path) -> ! {
+    ControlPlane::start(dir).expect("probe control plane");
+    let sleeper = Process::spawn(
+        "sleeper",
+        {
+            let mut command = Command::new("sleep");
+            command.arg("1000");
+            command
+        },
+        dir.join("sleeper.log"),
+    );
+    std::fs::write(dir.join("sleeper.pid"), sleeper.pid().to_string()).expect("write pid");
+    std::fs::write(dir.join("probe-ready"), "").expect("write ready file");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Kills a test process that runs a control plane and a child process — with
+/// SIGKILL, and with SIGINT to its process group as Ctrl-C in a terminal does — and
+/// checks that nothing it started survives it.
+#[test]
+fn no_orphans_when_the_test_process_dies() {
+    if let Some(dir) = std::env::var_os(PROBE_DIR) {
+        orphan_probe(Path::new(&dir));
+    }
+    control_plane(); // provisioned, so the probes only start
+    let probes: Vec<_> = ["KILL", "INT"]
+        .into_iter()
+        .map(|signal| {
+            let dir = scratch_dir(&format!("orphan-probe-{signal}"));
+            let child = Command::new(std::env::current_exe().expect("current_exe"))
+                .args([
+                    "--exact",
+                    "no_orphans_when_the_test_process_dies",
+                    "--nocapture",
+                ])
+                .env(PROBE_DIR, &dir)
+                .process_group(0)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn the probe");
+            (signal, dir, child)
+        })
+        .collect();
+
+    for (signal, dir, mut child) in probes {
+        eventually("probe ready", Duration::from_secs(120), || {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("probe exited early: {status}");
+            }
+            dir.join("probe-ready").exists()
+        });
+        let pids: Vec<u32> = ["etcd.pid", "kube-apiserver.pid", "sleeper.pid"]
+            .iter()
+            .map(|file| {
+                let text = std::fs::read_to_string(dir.join(file)).expect("pid file");
+                text.trim().parse().expect("a pid")
+            })
+            .collect();
+        assert!(pids.iter().all(|&pid| running(pid)));
+
+        let target = match signal {
+            "INT" => format!("-{}", child.id()), // the whole process group
+            _ => child.id().to_string(),
+        };
+        let killed = Command::new("kill")
+            .args(["-s", signal, "--", &target])
+            .status()
+            .expect("run kill");
+        assert!(killed.success());
+        let status = child.wait().expect("wait for the probe");
+        assert!(!status.success(), "probe survived SIG{signal}");
+
+        eventually(
+            &format!("after SIG{signal}, processes {pids:?} gone"),
+            Duration::from_secs(30),
+            || pids.iter().all(|&pid| !running(pid)),
+        );
+        eventually(
+            &format!("after SIG{signal}, {} removed", dir.display()),
+            Duration::from_secs(30),
+            || !dir.exists(),
+        );
+    }
+}

@@ -1,0 +1,665 @@
+//! What the controller relies on, checked on a real kube-apiserver + etcd: the CRD's
+//! admission rules, the `/scale` subresource, HPA patches, Lease optimistic
+//! concurrency, and the RBAC of `deploy/rbac.yaml`.
+
+mod common;
+
+use std::path::Path;
+
+use common::cluster::{REPO, TestEnv, apply, read_manifests};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::WatchEvent;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tidal_scheduler::api::TidalScheduler;
+
+/// The identity `deploy/rbac.yaml` gives the controller.
+const CONTROLLER_USER: &str = "system:serviceaccount:tidal-system:tidal-scheduler";
+const CONTROLLER_NAMESPACE: &str = "tidal-system";
+const LEASE_NAME: &str = "tidal-scheduler";
+
+/// The API error's HTTP code and message, or a panic if the call succeeded.
+fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> (u16, String) {
+    match result {
+        Err(kube::Error::Api(status)) => (status.code, status.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn tidal_schedulers(env: &TestEnv) -> Api<DynamicObject> {
+    let resource = kube::api::ApiResource::erase::<TidalScheduler>(&());
+    Api::namespaced_with(env.client.clone(), &env.namespace, &resource)
+}
+
+/// A valid TidalScheduler (as JSON, so tests can break it in any way).
+fn valid_tidal_scheduler(name: &str) -> Value {
+    json!({
+        "apiVersion": "scheduling.tidal.io/v1alpha1",
+        "kind": "TidalScheduler",
+        "metadata": { "name": name },
+        "spec": {
+            "targetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": "web" },
+            "triggers": { "times": { "rules": [
+                { "name": "morning", "cron": "CRON_TZ=Europe/Paris 0 0 8 * * *", "replicas": 10 },
+                { "name": "night", "cron": "0 0 22 * * *", "timeZone": "Europe/Paris", "replicas": 2 },
+            ]}},
+        },
+    })
+}
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).expect("a Kubernetes object")
+}
+
+#[tokio::test]
+async fn crd_is_established_and_served() {
+    let env = TestEnv::new().await;
+    let crd = Api::<CustomResourceDefinition>::all(env.client.clone())
+        .get("tidalschedulers.scheduling.tidal.io")
+        .await
+        .expect("CRD installed");
+    let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+    let established = conditions.iter().find(|c| c.type_ == "Established");
+    assert_eq!(established.map(|c| c.status.as_str()), Some("True"));
+
+    // The CRD on the server is the one in deploy/: same versions, subresources.
+    let served = &crd.spec.versions[0];
+    assert_eq!(served.name, "v1alpha1");
+    assert!(
+        served
+            .subresources
+            .as_ref()
+            .is_some_and(|s| s.status.is_some())
+    );
+
+    // Short names work through discovery, like `kubectl get tides`.
+    let created = tidal_schedulers(&env)
+        .create(
+            &PostParams::default(),
+            &object(valid_tidal_scheduler("web")),
+        )
+        .await
+        .expect("a valid object is accepted");
+    // Defaults from the schema are filled in by the apiserver.
+    assert_eq!(created.data["spec"]["apply"], "Status");
+    assert_eq!(created.data["spec"]["historyLimit"], 10);
+}
+
+#[tokio::test]
+async fn every_example_manifest_is_accepted() {
+    let env = TestEnv::new().await;
+    let examples = Path::new(REPO).join("deploy/examples");
+    let mut accepted = Vec::new();
+    for entry in std::fs::read_dir(&examples).expect("deploy/examples") {
+        let path = entry.expect("directory entry").path();
+        for mut manifest in read_manifests(&path) {
+            // Into the test's namespace, whatever the example says.
+            manifest.metadata.namespace = Some(env.namespace.clone());
+            apply(&env.client, &manifest, None)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            accepted.push(manifest.name_any());
+        }
+    }
+    assert!(accepted.len() >= 5, "only {accepted:?} accepted");
+    let stored = tidal_schedulers(&env)
+        .list(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(stored.items.len(), accepted.len());
+}
+
+/// One broken object per schema rule; the apiserver must reject each with a 422
+/// whose message names the field (and says what is wrong with it).
+#[tokio::test]
+async fn invalid_objects_are_rejected_naming_the_field() {
+    type Breaker = fn(&mut Value);
+    fn rules(o: &mut Value) -> &mut Value {
+        &mut o["spec"]["triggers"]["times"]["rules"]
+    }
+    fn remove(value: &mut Value, key: &str) {
+        value.as_object_mut().expect("an object").remove(key);
+    }
+    let cases: Vec<(&str, Breaker, &[&str])> = vec![
+        (
+            "no target",
+            |o| remove(&mut o["spec"], "targetRef"),
+            &["spec.targetRef: Required value"],
+        ),
+        (
+            "no target apiVersion",
+            |o| remove(&mut o["spec"]["targetRef"], "apiVersion"),
+            &["spec.targetRef.apiVersion: Required value"],
+        ),
+        (
+            "no target kind",
+            |o| remove(&mut o["spec"]["targetRef"], "kind"),
+            &["spec.targetRef.kind: Required value"],
+        ),
+        (
+            "no target name",
+            |o| remove(&mut o["spec"]["targetRef"], "name"),
+            &["spec.targetRef.name: Required value"],
+        ),
+        (
+            "empty target name",
+            |o| o["spec"]["targetRef"]["name"] = json!(""),
+            &["spec.targetRef.name", "at least 1 chars"],
+        ),
+        (
+            "target name too long",
+            |o| o["spec"]["targetRef"]["name"] = json!("n".repeat(254)),
+            &["spec.targetRef.name", "Too long: may not be more than 253"],
+        ),
+        (
+            "no triggers",
+            |o| remove(&mut o["spec"], "triggers"),
+            &["spec.triggers: Required value"],
+        ),
+        (
+            "no rules",
+            |o| *rules(o) = json!([]),
+            &["spec.triggers.times.rules", "at least 1 items"],
+        ),
+        (
+            "101 rules",
+            |o| {
+                *rules(o) = (0..101)
+                .map(|i| json!({"name": format!("r{i}"), "cron": "CRON_TZ=UTC 0 0 8 * * *", "replicas": 1}))
+                .collect();
+            },
+            &["spec.triggers.times.rules: Too many", "at most 100"],
+        ),
+        (
+            "duplicate rule names",
+            |o| rules(o)[1]["name"] = json!("morning"),
+            &["spec.triggers.times.rules[1]: Duplicate value"],
+        ),
+        (
+            "rule name not a DNS label",
+            |o| rules(o)[1]["name"] = json!("Bad_Name"),
+            &["spec.triggers.times.rules[1].name", "should match"],
+        ),
+        (
+            "no cron",
+            |o| remove(&mut rules(o)[0], "cron"),
+            &["spec.triggers.times.rules[0].cron: Required value"],
+        ),
+        (
+            "empty cron",
+            |o| rules(o)[1]["cron"] = json!(""),
+            &["spec.triggers.times.rules[1].cron", "at least 1 chars"],
+        ),
+        (
+            "cron too long",
+            |o| rules(o)[1]["cron"] = json!(format!("0 0 8 * * * {}", "x".repeat(256))),
+            &[
+                "spec.triggers.times.rules[1].cron",
+                "Too long: may not be more than 256",
+            ],
+        ),
+        (
+            "no replicas",
+            |o| remove(&mut rules(o)[0], "replicas"),
+            &["spec.triggers.times.rules[0].replicas: Required value"],
+        ),
+        (
+            "negative replicas",
+            |o| rules(o)[0]["replicas"] = json!(-1),
+            &[
+                "spec.triggers.times.rules[0].replicas",
+                "greater than or equal to 0",
+            ],
+        ),
+        (
+            "historyLimit 0",
+            |o| o["spec"]["historyLimit"] = json!(0),
+            &["spec.historyLimit", "greater than or equal to 1"],
+        ),
+        (
+            "historyLimit 101",
+            |o| o["spec"]["historyLimit"] = json!(101),
+            &["spec.historyLimit", "less than or equal to 100"],
+        ),
+        (
+            "unknown apply mode",
+            |o| o["spec"]["apply"] = json!("Patch"),
+            &[
+                "spec.apply: Unsupported value: \"Patch\"",
+                "\"Status\", \"Scale\"",
+            ],
+        ),
+        (
+            "time zone given twice",
+            |o| rules(o)[0]["timeZone"] = json!("UTC"),
+            &[
+                "spec.triggers.times.rules[0].timeZone",
+                "time zone given twice",
+            ],
+        ),
+        (
+            "no time zone",
+            |o| remove(&mut rules(o)[1], "timeZone"),
+            &["spec.triggers.times.rules[1].cron", "no time zone"],
+        ),
+        (
+            "null time zone",
+            |o| rules(o)[1]["timeZone"] = Value::Null,
+            &["spec.triggers.times.rules[1].cron", "no time zone"],
+        ),
+        (
+            "empty time zone",
+            |o| rules(o)[1]["timeZone"] = json!(""),
+            &["spec.triggers.times.rules[1].timeZone", "at least 1 chars"],
+        ),
+    ];
+
+    let env = TestEnv::new().await;
+    let api = tidal_schedulers(&env);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    // The unbroken object passes, so each rejection below is the breaker's doing.
+    api.create(&dry_run, &object(valid_tidal_scheduler("valid")))
+        .await
+        .expect("the base object is valid");
+
+    let mut failures = Vec::new();
+    for (index, (case, break_it, expected)) in cases.iter().enumerate() {
+        let mut value = valid_tidal_scheduler(&format!("invalid-{index}"));
+        break_it(&mut value);
+        match api.create(&dry_run, &object(value)).await {
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                let missing: Vec<_> = expected
+                    .iter()
+                    .filter(|needle| !status.message.contains(**needle))
+                    .collect();
+                if !missing.is_empty() {
+                    failures.push(format!("{case}: {:?} lacks {missing:?}", status.message));
+                }
+            }
+            other => failures.push(format!("{case}: expected 422, got {other:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] },
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
+fn stateful_set(name: &str) -> StatefulSet {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] },
+            },
+        },
+    }))
+    .expect("a StatefulSet")
+}
+
+fn hpa(name: &str, target: &str) -> HorizontalPodAutoscaler {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": target },
+            "minReplicas": 1,
+            "maxReplicas": 20,
+        },
+    }))
+    .expect("an HPA")
+}
+
+fn replicas_patch(replicas: i32) -> Patch<Value> {
+    Patch::Merge(json!({ "spec": { "replicas": replicas } }))
+}
+
+#[tokio::test]
+async fn scale_subresource_patch_changes_spec_replicas() {
+    let env = TestEnv::new().await;
+    let deployments: Api<Deployment> = env.api();
+    deployments
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create Deployment");
+    let scale = deployments
+        .patch_scale("web", &PatchParams::default(), &replicas_patch(7))
+        .await
+        .expect("patch /scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(7));
+    let stored = deployments.get("web").await.expect("get Deployment");
+    assert_eq!(stored.spec.and_then(|s| s.replicas), Some(7));
+
+    let stateful_sets: Api<StatefulSet> = env.api();
+    stateful_sets
+        .create(&PostParams::default(), &stateful_set("db"))
+        .await
+        .expect("create StatefulSet");
+    stateful_sets
+        .patch_scale("db", &PatchParams::default(), &replicas_patch(3))
+        .await
+        .expect("patch /scale");
+    let stored = stateful_sets.get("db").await.expect("get StatefulSet");
+    assert_eq!(stored.spec.and_then(|s| s.replicas), Some(3));
+}
+
+#[tokio::test]
+async fn hpa_min_replicas_can_be_patched() {
+    let env = TestEnv::new().await;
+    let hpas: Api<HorizontalPodAutoscaler> = env.api();
+    hpas.create(&PostParams::default(), &hpa("web", "web"))
+        .await
+        .expect("create HPA");
+    let patch = Patch::Merge(json!({ "spec": { "minReplicas": 6 } }));
+    hpas.patch("web", &PatchParams::default(), &patch)
+        .await
+        .expect("patch minReplicas");
+    let stored = hpas.get("web").await.expect("get HPA").spec.expect("spec");
+    assert_eq!(stored.min_replicas, Some(6));
+    assert_eq!(stored.max_replicas, 20);
+}
+
+fn lease(name: &str, holder: &str) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15 },
+    }))
+    .expect("a Lease")
+}
+
+#[tokio::test]
+async fn lease_replace_with_stale_resource_version_conflicts() {
+    let env = TestEnv::new().await;
+    let leases: Api<Lease> = env.api();
+    let first = leases
+        .create(&PostParams::default(), &lease("leader", "replica-a"))
+        .await
+        .expect("create Lease");
+
+    // Replica b takes over with the resourceVersion it read: accepted.
+    let mut taken = first.clone();
+    taken.spec.as_mut().expect("spec").holder_identity = Some("replica-b".into());
+    let after_takeover = leases
+        .replace("leader", &PostParams::default(), &taken)
+        .await
+        .expect("replace with the current resourceVersion");
+    assert_ne!(after_takeover.resource_version(), first.resource_version());
+
+    // Replica a renews from its stale read: 409, and the Lease stays b's.
+    let (code, message) = api_error(
+        leases
+            .replace("leader", &PostParams::default(), &first)
+            .await,
+    );
+    assert_eq!(code, 409, "{message}");
+    let stored = leases.get("leader").await.expect("get Lease");
+    assert_eq!(
+        stored.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("replica-b")
+    );
+}
+
+/// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` (idempotent; the other
+/// tests of this binary may share the cluster-scoped objects).
+async fn install_rbac(client: &Client) {
+    for file in ["deploy/namespace.yaml", "deploy/rbac.yaml"] {
+        for manifest in read_manifests(&Path::new(REPO).join(file)) {
+            apply(client, &manifest, None)
+                .await
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        }
+    }
+}
+
+fn assert_forbidden<T: std::fmt::Debug>(what: &str, result: kube::Result<T>) {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rbac_grants_the_controller_what_it_needs_and_nothing_more() {
+    let env = TestEnv::new().await;
+    install_rbac(&env.client).await;
+    let controller = env.control_plane().client_as(CONTROLLER_USER).await;
+    let ns = env.namespace.as_str();
+
+    // Objects the controller works on, created by an admin.
+    let admin_schedulers = tidal_schedulers(&env);
+    admin_schedulers
+        .create(
+            &PostParams::default(),
+            &object(valid_tidal_scheduler("web")),
+        )
+        .await
+        .expect("create TidalScheduler");
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create Deployment");
+    env.api::<StatefulSet>()
+        .create(&PostParams::default(), &stateful_set("db"))
+        .await
+        .expect("create StatefulSet");
+    env.api::<HorizontalPodAutoscaler>()
+        .create(&PostParams::default(), &hpa("web", "web"))
+        .await
+        .expect("create HPA");
+    env.api::<Secret>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": "credentials" }, "stringData": { "token": "s3cr3t" },
+            }))
+            .expect("a Secret"),
+        )
+        .await
+        .expect("create Secret");
+
+    // --- allowed -------------------------------------------------------------------
+    let resource = kube::api::ApiResource::erase::<TidalScheduler>(&());
+    let all_schedulers: Api<DynamicObject> = Api::all_with(controller.clone(), &resource);
+    let listed = all_schedulers
+        .list(&ListParams::default())
+        .await
+        .expect("list TidalSchedulers in all namespaces");
+    let mut watch = Box::pin(
+        all_schedulers
+            .watch(&kube::api::WatchParams::default().timeout(5), "0")
+            .await
+            .expect("watch TidalSchedulers"),
+    );
+    let first = futures::StreamExt::next(&mut watch)
+        .await
+        .expect("a watch event");
+    assert!(
+        matches!(first, Ok(WatchEvent::Added(_))),
+        "watch started from 0 replays the objects, got {first:?}"
+    );
+    assert!(!listed.items.is_empty());
+
+    let schedulers: Api<DynamicObject> = Api::namespaced_with(controller.clone(), ns, &resource);
+    schedulers
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "desiredReplicas": 10 } })),
+        )
+        .await
+        .expect("patch TidalScheduler status");
+
+    let event: Event = serde_json::from_value(json!({
+        "metadata": { "name": "web.tidal-test" },
+        "eventTime": "2026-11-29T08:00:00.000000Z",
+        "reportingController": "scheduling.tidal.io/tidal-scheduler",
+        "reportingInstance": "tidal-scheduler-0",
+        "action": "Scale",
+        "reason": "Triggered",
+        "type": "Normal",
+        "note": "rule morning: 10 replicas",
+        "regarding": { "apiVersion": "scheduling.tidal.io/v1alpha1", "kind": "TidalScheduler",
+                       "name": "web", "namespace": ns },
+    }))
+    .expect("an Event");
+    let events: Api<Event> = Api::namespaced(controller.clone(), ns);
+    events
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("create Event");
+    events
+        .patch("web.tidal-test", &PatchParams::default(),
+            &Patch::Merge(json!({ "series": { "count": 2, "lastObservedTime": "2026-11-29T08:00:01.000000Z" } })))
+        .await
+        .expect("patch Event");
+
+    let deployments: Api<Deployment> = Api::namespaced(controller.clone(), ns);
+    deployments
+        .get_scale("web")
+        .await
+        .expect("get Deployment /scale");
+    deployments
+        .patch_scale("web", &PatchParams::default(), &replicas_patch(4))
+        .await
+        .expect("patch Deployment /scale");
+    let stateful_sets: Api<StatefulSet> = Api::namespaced(controller.clone(), ns);
+    stateful_sets
+        .get_scale("db")
+        .await
+        .expect("get StatefulSet /scale");
+    stateful_sets
+        .patch_scale("db", &PatchParams::default(), &replicas_patch(2))
+        .await
+        .expect("patch StatefulSet /scale");
+
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(controller.clone(), ns);
+    hpas.list(&ListParams::default()).await.expect("list HPAs");
+    hpas.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "minReplicas": 3 } })),
+    )
+    .await
+    .expect("patch HPA minReplicas");
+
+    // The Lease: create (or find, when the cluster is reused), read, renew.
+    let leases: Api<Lease> = Api::namespaced(controller.clone(), CONTROLLER_NAMESPACE);
+    let held = match leases
+        .create(&PostParams::default(), &lease(LEASE_NAME, "replica-a"))
+        .await
+    {
+        Ok(created) => created,
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            leases.get(LEASE_NAME).await.expect("get Lease")
+        }
+        Err(e) => panic!("create Lease: {e}"),
+    };
+    leases.get(LEASE_NAME).await.expect("get Lease");
+    leases
+        .replace(LEASE_NAME, &PostParams::default(), &held)
+        .await
+        .expect("renew (update) Lease");
+
+    // --- forbidden -----------------------------------------------------------------
+    assert_forbidden(
+        "update a Deployment's spec",
+        deployments
+            .patch("web", &PatchParams::default(), &replicas_patch(9))
+            .await,
+    );
+    let mut whole = env.api::<Deployment>().get("web").await.expect("admin get");
+    whole.metadata.managed_fields = None;
+    assert_forbidden(
+        "replace a Deployment",
+        deployments
+            .replace("web", &PostParams::default(), &whole)
+            .await,
+    );
+    let secrets: Api<Secret> = Api::namespaced(controller.clone(), ns);
+    assert_forbidden("read a Secret", secrets.get("credentials").await);
+    assert_forbidden("list Secrets", secrets.list(&ListParams::default()).await);
+    assert_forbidden(
+        "list Secrets cluster-wide",
+        Api::<Secret>::all(controller.clone())
+            .list(&ListParams::default())
+            .await,
+    );
+    assert_forbidden(
+        "edit a TidalScheduler's spec",
+        schedulers
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": { "historyLimit": 3 } })),
+            )
+            .await,
+    );
+    assert_forbidden(
+        "read another component's Lease",
+        Api::<Lease>::namespaced(controller.clone(), CONTROLLER_NAMESPACE)
+            .get("someone-else")
+            .await,
+    );
+    let delete = DeleteParams::default();
+    assert_forbidden(
+        "delete a TidalScheduler",
+        schedulers.delete("web", &delete).await,
+    );
+    assert_forbidden(
+        "delete a Deployment",
+        deployments.delete("web", &delete).await,
+    );
+    assert_forbidden(
+        "delete a StatefulSet",
+        stateful_sets.delete("db", &delete).await,
+    );
+    assert_forbidden("delete an HPA", hpas.delete("web", &delete).await);
+    assert_forbidden(
+        "delete an Event",
+        events.delete("web.tidal-test", &delete).await,
+    );
+    assert_forbidden("delete its Lease", leases.delete(LEASE_NAME, &delete).await);
+    assert_forbidden(
+        "delete a namespace",
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(controller.clone())
+            .delete(ns, &delete)
+            .await,
+    );
+    assert_forbidden(
+        "delete pods",
+        Api::<k8s_openapi::api::core::v1::Pod>::namespaced(controller.clone(), ns)
+            .delete_collection(&delete, &ListParams::default())
+            .await,
+    );
+
+    // The admin sees the controller's writes took effect.
+    let stored = admin_schedulers
+        .get_status("web")
+        .await
+        .expect("get status");
+    assert_eq!(stored.data["status"]["desiredReplicas"], 10);
+}
