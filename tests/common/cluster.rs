@@ -198,7 +198,7 @@ pub fn read_manifests(path: &Path) -> Vec<DynamicObject> {
 
 /// The API of an object's kind (found by discovery), in its namespace, or in
 /// `default_namespace` when it has none and the kind is namespaced.
-pub async fn api_for(
+async fn api_for(
     client: &Client,
     object: &DynamicObject,
     default_namespace: Option<&str>,

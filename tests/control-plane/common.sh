@@ -1,4 +1,6 @@
+# shellcheck shell=bash
 # Shared by up.sh and down.sh; expects $dir (the control plane's directory).
+# shellcheck disable=SC2154
 
 # The pid in DIR/NAME.pid if that process is alive and really ours (its command
 # line names DIR), so a recycled pid is never mistaken for a component.

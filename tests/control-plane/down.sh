@@ -13,7 +13,7 @@ log() { echo "down: $*" >&2; }
 dir="$(cd "$1" && pwd)"
 grace="${TIDAL_STOP_GRACE:-10}"
 
-# shellcheck source=common.sh
+# shellcheck source=tests/control-plane/common.sh
 . "$(dirname "$0")/common.sh"
 
 # Alive and not a zombie (an orphan's zombie lingers until its new parent reaps it).

@@ -40,7 +40,7 @@ done
 
 # --- state shared with down.sh --------------------------------------------------
 
-# shellcheck source=common.sh
+# shellcheck source=tests/control-plane/common.sh
 . "$(dirname "$0")/common.sh"
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -140,8 +140,9 @@ start_etcd() {
     await etcd etcd_healthy
     return
   fi
-  port_free "$etcd_client_port" && port_free "$etcd_peer_port" ||
+  if ! port_free "$etcd_client_port" || ! port_free "$etcd_peer_port"; then
     die "etcd's port $etcd_client_port or $etcd_peer_port is taken by another process"
+  fi
   log "starting etcd on 127.0.0.1:$etcd_client_port"
   start etcd "$bin/etcd" \
     --name=tidal-test \
