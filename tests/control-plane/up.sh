@@ -21,6 +21,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 log() { echo "up: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+fail() { log "$*"; return 1; }
 
 [ $# -eq 1 ] || die "usage: up.sh DIR"
 mkdir -p "$1"
@@ -107,19 +108,21 @@ start() { # name command...
   echo $! >"$dir/$name.pid"
 }
 
-# Waits until CHECK succeeds; fails with the component's last log lines if it
-# exits or the timeout passes.
+# Waits until CHECK succeeds; fails (returns 1) with the component's last log
+# lines if it exits or the timeout passes.
 await() { # name check...
   local name="$1" deadline=$((SECONDS + timeout))
   shift
   until "$@"; do
     if ! running_pid "$name" >/dev/null; then
       tail -n 20 "$dir/$name.log" >&2 || true
-      die "$name exited during start-up (log: $dir/$name.log)"
+      fail "$name exited during start-up (log: $dir/$name.log)"
+      return
     fi
     if [ $SECONDS -ge $deadline ]; then
       tail -n 20 "$dir/$name.log" >&2 || true
-      die "$name not ready after ${timeout}s (log: $dir/$name.log)"
+      fail "$name not ready after ${timeout}s (log: $dir/$name.log)"
+      return
     fi
     sleep 0.2
   done
@@ -141,7 +144,8 @@ start_etcd() {
     return
   fi
   if ! port_free "$etcd_client_port" || ! port_free "$etcd_peer_port"; then
-    die "etcd's port $etcd_client_port or $etcd_peer_port is taken by another process"
+    fail "etcd's port $etcd_client_port or $etcd_peer_port is taken by another process"
+    return
   fi
   log "starting etcd on 127.0.0.1:$etcd_client_port"
   start etcd "$bin/etcd" \
@@ -162,7 +166,10 @@ start_apiserver() {
     await kube-apiserver apiserver_ready
     return
   fi
-  port_free "$apiserver_port" || die "the apiserver's port $apiserver_port is taken by another process"
+  if ! port_free "$apiserver_port"; then
+    fail "the apiserver's port $apiserver_port is taken by another process"
+    return
+  fi
   log "starting kube-apiserver on https://127.0.0.1:$apiserver_port"
   local pki="$dir/pki"
   start kube-apiserver "$bin/kube-apiserver" \
@@ -210,9 +217,23 @@ EOF
 }
 
 make_certificates
-choose_ports
-start_etcd
-start_apiserver
+# Ports are checked free just before use, but another process (another control
+# plane starting at the same time, say) may take one first: a first start then
+# retries on other ports. A restart keeps its ports, so it fails instead.
+fresh=true
+[ -f "$dir/ports.env" ] && fresh=false
+for attempt in 1 2 3 4 5; do
+  choose_ports
+  if start_etcd && start_apiserver; then
+    break
+  fi
+  if ! $fresh || [ "$attempt" -eq 5 ]; then
+    die "start-up failed"
+  fi
+  log "start-up failed (attempt $attempt); retrying on other ports"
+  "$here/down.sh" "$dir"
+  rm -rf "$dir/ports.env" "$dir/etcd-data"
+done
 write_kubeconfig
 log "ready: kubectl --kubeconfig $dir/kubeconfig get --raw /readyz"
 echo "$dir/kubeconfig"
