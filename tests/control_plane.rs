@@ -227,6 +227,41 @@ async fn each_test_gets_a_fresh_namespace_and_processes_get_their_own_logs() {
     assert_ne!(crd.log_path(), bad.log_path());
 }
 
+/// The process state letter of `/proc/PID/status` (`S` sleeping, `T` stopped, ...).
+fn state(pid: u32) -> char {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("State:"))
+        .expect("State line");
+    line["State:".len()..]
+        .trim()
+        .chars()
+        .next()
+        .expect("a state letter")
+}
+
+#[test]
+fn processes_can_be_stopped_continued_and_terminated() {
+    let mut command = Command::new("sleep");
+    command.arg("1000");
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("logs/signals/sleeper.log");
+    let mut sleeper = Process::spawn("sleeper", command, log);
+    let pid = sleeper.pid();
+
+    sleeper.signal("STOP");
+    eventually("stopped", Duration::from_secs(10), || state(pid) == 'T');
+    sleeper.signal("CONT");
+    eventually("continued", Duration::from_secs(10), || state(pid) != 'T');
+    assert!(sleeper.try_status().is_none());
+    sleeper.signal("TERM");
+    let status = sleeper.wait(Duration::from_secs(10));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(15)
+    );
+}
+
 /// Set in the child test process of `no_orphans_when_the_test_process_dies`: the
 /// directory for its control plane.
 const PROBE_DIR: &str = "TIDAL_ORPHAN_PROBE_DIR";

@@ -91,6 +91,7 @@ impl ControlPlane {
         Ok(control_plane)
     }
 
+    /// The admin kubeconfig (what `KUBECONFIG` is set to for child processes).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
@@ -272,6 +273,7 @@ impl TestEnv {
         }
     }
 
+    /// The control plane the test runs on.
     pub fn control_plane(&self) -> &'static ControlPlane {
         self.control_plane
     }

@@ -43,10 +43,12 @@ impl Process {
         }
     }
 
+    /// The process id, e.g. to find the process in `/proc`.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// The file its stdout and stderr go to.
     pub fn log_path(&self) -> &Path {
         &self.log
     }
