@@ -31,8 +31,21 @@ etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
+# Says every 30 s that NAME is still building (a cold kube-apiserver takes minutes).
+progress() { # name
+  local sleeper started=$SECONDS
+  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  while :; do
+    sleep 30 &
+    sleeper=$!
+    wait "$sleeper"
+    log "still building $1 ($((SECONDS - started)) s)"
+  done
+}
+
 # Builds packages of one wrapper module into DIR, atomically: DIR appears only
-# complete, so an interrupted build is redone rather than half-used.
+# complete, so an interrupted build is redone rather than half-used, and of two
+# concurrent builds the second to finish just discards its copy.
 build() { # module-dir out-dir ldflags name=package...
   local module="$1" out="$2" ldflags="$3"
   shift 3
@@ -41,21 +54,28 @@ build() { # module-dir out-dir ldflags name=package...
     return
   fi
   log "building ${*%%=*} (cold: ~1 GB of module downloads and several minutes of CPU)"
-  local partial="$out.partial.$$"
+  partial="$out.partial.$$"
+  ticker=""
+  trap 'rm -rf "$partial"; [ -z "$ticker" ] || kill "$ticker" 2>/dev/null' EXIT
   rm -rf "$partial"
   mkdir -p "$partial"
-  trap 'rm -rf "$partial"' EXIT
   log "downloading modules for $module"
   (cd "$here/$module" && go mod download) ||
     die "downloading Go modules failed; is the module proxy (GOPROXY=$(go env GOPROXY)) reachable?"
   local spec start
   for spec in "$@"; do
     start=$SECONDS
+    progress "${spec%%=*}" >&2 &
+    ticker=$!
     (cd "$here/$module" && go build -trimpath -ldflags "$ldflags" -o "$partial/${spec%%=*}" "${spec#*=}") ||
       die "go build ${spec#*=} failed"
+    kill "$ticker"
+    wait "$ticker" || true
+    ticker=""
     log "built ${spec%%=*} in $((SECONDS - start)) s"
   done
-  mv "$partial" "$out"
+  mv -T "$partial" "$out" 2>/dev/null || log "$out appeared meanwhile (a concurrent build); keeping it"
+  rm -rf "$partial"
   trap - EXIT
 }
 
