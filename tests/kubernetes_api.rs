@@ -7,6 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::cluster::{REPO, TestEnv, apply, read_manifests};
+use common::fixtures::{deployment, hpa, lease, object, stateful_set, valid_tidal_scheduler};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -35,26 +36,6 @@ fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> (u16, String) {
 fn tidal_schedulers(env: &TestEnv) -> Api<DynamicObject> {
     let resource = kube::api::ApiResource::erase::<TidalScheduler>(&());
     Api::namespaced_with(env.client.clone(), &env.namespace, &resource)
-}
-
-/// A valid TidalScheduler (as JSON, so tests can break it in any way).
-fn valid_tidal_scheduler(name: &str) -> Value {
-    json!({
-        "apiVersion": "scheduling.tidal.io/v1alpha1",
-        "kind": "TidalScheduler",
-        "metadata": { "name": name },
-        "spec": {
-            "targetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": "web" },
-            "triggers": { "times": { "rules": [
-                { "name": "morning", "cron": "CRON_TZ=Europe/Paris 0 0 8 * * *", "replicas": 10 },
-                { "name": "night", "cron": "0 0 22 * * *", "timeZone": "Europe/Paris", "replicas": 2 },
-            ]}},
-        },
-    })
-}
-
-fn object(value: Value) -> DynamicObject {
-    serde_json::from_value(value).expect("a Kubernetes object")
 }
 
 #[tokio::test]
@@ -291,49 +272,6 @@ async fn invalid_objects_are_rejected_naming_the_field() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-fn deployment(name: &str) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": 1,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] },
-            },
-        },
-    }))
-    .expect("a Deployment")
-}
-
-fn stateful_set(name: &str) -> StatefulSet {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": 1,
-            "serviceName": name,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] },
-            },
-        },
-    }))
-    .expect("a StatefulSet")
-}
-
-fn hpa(name: &str, target: &str) -> HorizontalPodAutoscaler {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": target },
-            "minReplicas": 1,
-            "maxReplicas": 20,
-        },
-    }))
-    .expect("an HPA")
-}
-
 fn replicas_patch(replicas: i32) -> Patch<Value> {
     Patch::Merge(json!({ "spec": { "replicas": replicas } }))
 }
@@ -381,14 +319,6 @@ async fn hpa_min_replicas_can_be_patched() {
     let stored = hpas.get("web").await.expect("get HPA").spec.expect("spec");
     assert_eq!(stored.min_replicas, Some(6));
     assert_eq!(stored.max_replicas, 20);
-}
-
-fn lease(name: &str, holder: &str) -> Lease {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15 },
-    }))
-    .expect("a Lease")
 }
 
 #[tokio::test]

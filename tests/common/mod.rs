@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod corpus;
+pub mod fixtures;
 pub mod process;
 pub mod reaper;
 pub mod robfig;

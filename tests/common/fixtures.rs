@@ -1,0 +1,84 @@
+//! Objects the integration tests create: a valid TidalScheduler (as JSON, to be
+//! broken at will) and minimal workloads, HPAs and Leases.
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+/// A valid TidalScheduler (as JSON, so tests can break it in any way).
+pub fn valid_tidal_scheduler(name: &str) -> Value {
+    json!({
+        "apiVersion": "scheduling.tidal.io/v1alpha1",
+        "kind": "TidalScheduler",
+        "metadata": { "name": name },
+        "spec": {
+            "targetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": "web" },
+            "triggers": { "times": { "rules": [
+                { "name": "morning", "cron": "CRON_TZ=Europe/Paris 0 0 8 * * *", "replicas": 10 },
+                { "name": "night", "cron": "0 0 22 * * *", "timeZone": "Europe/Paris", "replicas": 2 },
+            ]}},
+        },
+    })
+}
+
+/// A Kubernetes object from JSON.
+pub fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).expect("a Kubernetes object")
+}
+
+/// A Deployment of one replica (no pods appear: there is no controller-manager).
+pub fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] },
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
+/// A StatefulSet of one replica.
+pub fn stateful_set(name: &str) -> StatefulSet {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": { "containers": [{ "name": "app", "image": "registry.example/app:1" }] },
+            },
+        },
+    }))
+    .expect("a StatefulSet")
+}
+
+/// An `autoscaling/v2` HPA on the Deployment `target`, 1 to 20 replicas.
+pub fn hpa(name: &str, target: &str) -> HorizontalPodAutoscaler {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": target },
+            "minReplicas": 1,
+            "maxReplicas": 20,
+        },
+    }))
+    .expect("an HPA")
+}
+
+/// A Lease held by `holder` for 15 s.
+pub fn lease(name: &str, holder: &str) -> Lease {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15 },
+    }))
+    .expect("a Lease")
+}
