@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::{ControlPlane, REPO, TestEnv, control_plane};
+use common::cluster::{ControlPlane, REPO, TestEnv, control_plane, run_script};
 use common::process::Process;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
@@ -32,6 +32,13 @@ fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool
         assert!(Instant::now() < deadline, "{what}: not after {timeout:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The pid written in a pid file.
+fn read_pid(file: &Path) -> u32 {
+    let text =
+        std::fs::read_to_string(file).unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+    text.trim().parse().expect("a pid")
 }
 
 /// Running, i.e. present and not a zombie waiting for its parent.
@@ -120,30 +127,10 @@ fn provision_fails_clearly_without_go_or_the_module_proxy() {
 
 #[test]
 fn up_and_down_start_and_stop_a_control_plane_by_hand() {
-    let bin = PathBuf::from(
-        String::from_utf8(
-            Command::new("bash")
-                .arg(script("provision.sh"))
-                .stderr(Stdio::inherit())
-                .output()
-                .expect("provision")
-                .stdout,
-        )
-        .expect("UTF-8")
-        .lines()
-        .last()
-        .expect("a directory"),
-    );
+    let bin = PathBuf::from(run_script("provision.sh", &[], None).expect("provision"));
     let dir = scratch_dir("by-hand");
-    let up = || {
-        Command::new("bash")
-            .arg(script("up.sh"))
-            .arg(&dir)
-            .env("TIDAL_CONTROL_PLANE_BIN", &bin)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run up.sh")
-    };
+    let dir_arg = dir.to_str().expect("UTF-8 path");
+    let up = || run_script("up.sh", &[dir_arg], Some(&bin));
     let down = || {
         let status = Command::new("bash")
             .arg(script("down.sh"))
@@ -152,15 +139,7 @@ fn up_and_down_start_and_stop_a_control_plane_by_hand() {
             .expect("run down.sh");
         assert!(status.success());
     };
-    let pids = || {
-        ["etcd", "kube-apiserver"].map(|name| {
-            std::fs::read_to_string(dir.join(format!("{name}.pid")))
-                .expect("pid file")
-                .trim()
-                .parse::<u32>()
-                .expect("a pid")
-        })
-    };
+    let pids = || ["etcd.pid", "kube-apiserver.pid"].map(|file| read_pid(&dir.join(file)));
     let kubectl = |args: &[&str]| {
         Command::new(bin.join("kubectl"))
             .arg("--kubeconfig")
@@ -170,13 +149,8 @@ fn up_and_down_start_and_stop_a_control_plane_by_hand() {
             .expect("run kubectl")
     };
 
-    let output = up();
-    assert!(output.status.success());
-    let printed = String::from_utf8(output.stdout).expect("UTF-8");
-    assert_eq!(
-        printed.lines().last().map(PathBuf::from),
-        Some(dir.join("kubeconfig"))
-    );
+    let printed = up().expect("up.sh starts a control plane");
+    assert_eq!(PathBuf::from(printed), dir.join("kubeconfig"));
     let ready = kubectl(&["get", "--raw", "/readyz"]);
     assert_eq!(String::from_utf8_lossy(&ready.stdout), "ok");
     let created = kubectl(&["create", "namespace", "kept-across-restarts"]);
@@ -190,7 +164,7 @@ fn up_and_down_start_and_stop_a_control_plane_by_hand() {
     }
 
     // Start again on the same directory: same kubeconfig, data kept.
-    assert!(up().status.success());
+    up().expect("up.sh restarts the control plane");
     let kept = kubectl(&["get", "namespace", "kept-across-restarts"]);
     assert!(
         kept.status.success(),
@@ -324,10 +298,7 @@ fn no_orphans_when_the_test_process_dies() {
         });
         let pids: Vec<u32> = ["etcd.pid", "kube-apiserver.pid", "sleeper.pid"]
             .iter()
-            .map(|file| {
-                let text = std::fs::read_to_string(dir.join(file)).expect("pid file");
-                text.trim().parse().expect("a pid")
-            })
+            .map(|file| read_pid(&dir.join(file)))
             .collect();
         assert!(pids.iter().all(|&pid| running(pid)));
 

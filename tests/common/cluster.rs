@@ -158,7 +158,7 @@ impl ControlPlane {
 
 /// Runs a script of `tests/control-plane/`, its progress on our stderr, and returns
 /// the last line of its stdout.
-fn run_script(script: &str, args: &[&str], bin: Option<&Path>) -> Result<String, String> {
+pub fn run_script(script: &str, args: &[&str], bin: Option<&Path>) -> Result<String, String> {
     let path = Path::new(REPO).join("tests/control-plane").join(script);
     let mut command = Command::new("bash");
     command.arg(&path).args(args).stderr(Stdio::inherit());
