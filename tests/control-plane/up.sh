@@ -42,7 +42,7 @@ done
 # --- state shared with down.sh --------------------------------------------------
 
 # shellcheck source=tests/control-plane/common.sh
-. "$(dirname "$0")/common.sh"
+. "$here/common.sh"
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
