@@ -24,4 +24,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod clock;
+pub mod controller;
 pub mod schedule;
+pub mod telemetry;

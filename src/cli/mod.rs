@@ -3,6 +3,7 @@
 mod chart;
 mod next;
 mod plan;
+mod run;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,6 +32,8 @@ pub enum Command {
     Next(next::NextArgs),
     /// Validate TidalScheduler manifests and show their tide over a window.
     Plan(plan::PlanArgs),
+    /// Run the controller (uses KUBECONFIG or the in-cluster configuration).
+    Run(run::RunArgs),
 }
 
 /// Runs a parsed command line; errors are printed to stderr.
@@ -39,6 +42,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Crd => print_stdout(&crate::api::crd_yaml()),
         Command::Next(args) => next::run(&args, Timestamp::now()),
         Command::Plan(args) => plan::run(&args, Timestamp::now()),
+        Command::Run(args) => run::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -89,6 +93,30 @@ fn parse_instant(flag: &str, text: &str) -> Result<Timestamp, CliError> {
             "{flag}: `{text}` is not an RFC 3339 instant such as 2026-03-08T07:30:00Z ({error})"
         ))
     })
+}
+
+/// A multi-threaded Tokio runtime for the commands that talk to Kubernetes.
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Write)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 fn print_stdout(text: &str) -> Result<(), CliError> {

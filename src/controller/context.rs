@@ -1,0 +1,132 @@
+//! What every reconcile shares: the client, the clock, the event sink, target discovery,
+//! the write gate, and a little per-object memory that is safe to lose (it only makes
+//! the next reconcile cheaper or tells on-time triggers from catch-ups; everything needed
+//! to recover lives in status).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use jiff::Timestamp;
+use kube::Client;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::Error;
+use super::event::EventSink;
+use super::plan::ApplyProblem;
+use super::target::Targets;
+use crate::clock::Clock;
+
+/// Shared by all reconciles.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// Wall-clock source.
+    pub clock: Arc<dyn Clock>,
+    /// Kubernetes Events.
+    pub events: EventSink,
+    /// Target discovery, checks and writes.
+    pub targets: Targets,
+    /// Whether this process may write.
+    pub acting: WriteGate,
+    memory: Mutex<HashMap<String, Memory>>,
+}
+
+/// What this process remembers about one object (by `namespace/name`, reset when the
+/// UID changes).
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    /// The object's UID.
+    pub uid: String,
+    /// The next trigger instant armed while acting; a trigger at it is on time.
+    pub armed: Option<Timestamp>,
+    /// Replicas this process last wrote to the target (Scale mode).
+    pub applied: Option<i32>,
+    /// Consecutive reconciles that ended with an apply problem.
+    pub failures: u32,
+    /// The last target check: when, and what it found (warnings or the problem).
+    pub checked: Option<(Instant, Result<Vec<String>, ApplyProblem>)>,
+    /// Warnings already sent as Events.
+    pub warned: Vec<String>,
+}
+
+impl Context {
+    /// A context for a controller acting as soon as it starts.
+    pub fn new(
+        client: Client,
+        clock: Arc<dyn Clock>,
+        events: EventSink,
+        acting: WriteGate,
+    ) -> Context {
+        Context {
+            targets: Targets::new(client.clone()),
+            client,
+            clock,
+            events,
+            acting,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What is remembered about `key`, or a fresh memory when its UID differs.
+    pub fn recall(&self, key: &str, uid: &str) -> Memory {
+        match self.lock().get(key) {
+            Some(memory) if memory.uid == uid => memory.clone(),
+            _ => Memory {
+                uid: uid.to_owned(),
+                ..Memory::default()
+            },
+        }
+    }
+
+    /// Stores what a reconcile learned about `key`.
+    pub fn remember(&self, key: String, memory: Memory) {
+        self.lock().insert(key, memory);
+    }
+
+    /// Drops the memory of objects that no longer exist.
+    pub fn forget_all_but(&self, existing: &HashSet<String>) {
+        self.lock().retain(|key, _| existing.contains(key));
+    }
+
+    /// Objects remembered.
+    pub fn remembered(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Memory>> {
+        // A panic elsewhere cannot leave a half-written entry: inserts are single calls.
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The gate in front of every write: open while this process may act (always, without
+/// leader election; while it holds the Lease, with it).
+#[derive(Debug, Clone)]
+pub struct WriteGate {
+    open: watch::Receiver<bool>,
+}
+
+impl WriteGate {
+    /// A gate that never closes (a single replica without leader election).
+    pub fn always_open() -> WriteGate {
+        let (sender, open) = watch::channel(true);
+        // Keep the channel's value forever: a dropped sender leaves the last value readable.
+        drop(sender);
+        WriteGate { open }
+    }
+
+    /// A gate that follows `open`.
+    pub fn following(open: watch::Receiver<bool>) -> WriteGate {
+        WriteGate { open }
+    }
+
+    /// Fails unless writing is allowed right now; call immediately before each write.
+    pub fn check(&self) -> Result<(), Error> {
+        if *self.open.borrow() {
+            Ok(())
+        } else {
+            Err(Error::NotActing)
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! One reconcile: validate, plan the tide at now, apply the level (Scale mode), write the
+//! status if anything changed (guarded by the object's resourceVersion, so a stale cache
+//! can never record a trigger twice), send Events, and requeue for the next instant.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use jiff::Timestamp;
+use kube::api::{Api, Patch};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::Error;
+use super::context::{Context, Memory};
+use super::event::Reason;
+use super::plan::{self, ApplyProblem, Facts, Plan, Written};
+use super::target::{Target, patch_params};
+use crate::api::{
+    ApplyMode, ConditionReason, READY, TidalScheduler, TidalSchedulerStatus, validate,
+};
+
+/// Longest sleep between reconciles of one object: clamps far-future instants (a timer
+/// wheel cannot hold years) and bounds how stale a target check gets.
+pub const MAX_SLEEP: Duration = Duration::from_secs(15 * 60);
+
+/// How often an existing target is checked again (existence, HPA conflicts).
+const TARGET_RECHECK: Duration = MAX_SLEEP;
+
+/// Attempts when the object changed between read and write (409).
+const CONFLICT_ATTEMPTS: usize = 3;
+
+/// Reconciles one TidalScheduler; on a write conflict, re-reads it and tries again.
+pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
+    let api: Api<TidalScheduler> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut object = object;
+    for _ in 1..CONFLICT_ATTEMPTS {
+        match reconcile_once(&object, &api, &ctx).await {
+            Err(Error::Conflict) => match api.get_opt(&object.name_any()).await {
+                Ok(Some(fresh)) => object = Arc::new(fresh),
+                Ok(None) => return Ok(Action::await_change()),
+                Err(source) => return Err(Error::Read { source }),
+            },
+            other => return other,
+        }
+    }
+    reconcile_once(&object, &api, &ctx).await
+}
+
+/// What the controller does after a failed reconcile: retry soon, then back off.
+pub fn error_policy(object: Arc<TidalScheduler>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = key_of(&object);
+    let mut memory = ctx.recall(&key, &object.uid().unwrap_or_default());
+    memory.failures = memory.failures.saturating_add(1);
+    let delay = retry_delay(memory.failures);
+    tracing::warn!(tidal = %key, %error, retry_ms = delay.as_millis() as u64, "reconcile failed");
+    ctx.remember(key, memory);
+    Action::requeue(delay)
+}
+
+async fn reconcile_once(
+    object: &TidalScheduler,
+    api: &Api<TidalScheduler>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let key = key_of(object);
+    let mut memory = ctx.recall(&key, &object.uid().unwrap_or_default());
+    let now = ctx.clock.now();
+    let old = object.status.clone().unwrap_or_default();
+    let generation = object.metadata.generation;
+
+    let valid = match validate(object, now) {
+        Ok(valid) => valid,
+        Err(problems) => {
+            let new = plan::status_invalid(&old, &problems, generation, now);
+            if new != old {
+                write_status(ctx, api, object, &old, &new).await?;
+                if ready_message(&new) != ready_message(&old) {
+                    send(
+                        ctx,
+                        object,
+                        Reason::InvalidSpec,
+                        ready_message(&new).to_owned(),
+                    );
+                }
+            }
+            memory.armed = None;
+            memory.failures = 0;
+            ctx.remember(key, memory);
+            return Ok(Action::await_change());
+        }
+    };
+
+    let created = object.creation_timestamp().map_or(now, |t| t.0);
+    let facts = Facts {
+        status: &old,
+        created,
+        suspended: object.spec.suspend,
+        armed: memory.armed,
+    };
+    let plan = plan::plan(&valid.tide, facts, now);
+    let (problem, mut warnings) = if plan.suspended {
+        (None, Vec::new())
+    } else {
+        apply(object, &plan, &old, &mut memory, ctx).await?
+    };
+    warnings.splice(0..0, valid.warnings);
+
+    let written = Written {
+        generation,
+        history_limit: object.spec.history_limit,
+        warnings: &warnings,
+        problem: problem.as_ref(),
+        now: ctx.clock.now(),
+    };
+    let new = plan::status_after(&old, &plan, written);
+    if new != old {
+        write_status(ctx, api, object, &old, &new).await?;
+        log_trigger(&key, &plan, problem.as_ref(), ctx.clock.now());
+        send_events(ctx, object, &plan, &old, &new, problem.as_ref());
+    }
+    for warning in warnings.iter().filter(|w| !memory.warned.contains(w)) {
+        send(ctx, object, Reason::SpecWarning, warning.clone());
+    }
+    memory.warned = warnings;
+    memory.armed = plan.next.as_ref().map(|next| next.schedule_time);
+    memory.failures = if problem.is_some() {
+        memory.failures.saturating_add(1)
+    } else {
+        0
+    };
+    let action = requeue(&plan, &memory, ctx.clock.now());
+    ctx.remember(key, memory);
+    Ok(action)
+}
+
+/// Checks the target when due and, in Scale mode, writes the level when it is new to
+/// this process. Returns the problem found, if any, and warnings.
+async fn apply(
+    object: &TidalScheduler,
+    plan: &Plan,
+    old: &TidalSchedulerStatus,
+    memory: &mut Memory,
+    ctx: &Context,
+) -> Result<(Option<ApplyProblem>, Vec<String>), Error> {
+    let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
+    let scale_mode = object.spec.apply == ApplyMode::Scale;
+    let target = match ctx
+        .targets
+        .resolve(&object.spec.target_ref, &namespace)
+        .await
+    {
+        Ok(target) => target,
+        Err(problem) => {
+            memory.checked = None;
+            return Ok((Some(problem), Vec::new()));
+        }
+    };
+    let spec_changed = old.observed_generation != object.metadata.generation;
+    let check_due = spec_changed
+        || match &memory.checked {
+            None | Some((_, Err(_))) => true,
+            Some((at, Ok(_))) => at.elapsed() >= TARGET_RECHECK,
+        };
+    if check_due {
+        let found = ctx.targets.check(&target, scale_mode).await;
+        memory.checked = Some((Instant::now(), found));
+    }
+    let warnings = match &memory.checked {
+        Some((_, Ok(warnings))) => warnings.clone(),
+        Some((_, Err(problem))) => return Ok((Some(problem.clone()), Vec::new())),
+        None => Vec::new(),
+    };
+    let Some(level) = plan.level.as_ref().filter(|_| scale_mode) else {
+        return Ok((None, warnings));
+    };
+    if plan.new_trigger.is_none() && memory.applied == Some(level.replicas) {
+        return Ok((None, warnings));
+    }
+    match scale(ctx, &target, level.replicas).await? {
+        Ok(()) => {
+            memory.applied = Some(level.replicas);
+            Ok((None, warnings))
+        }
+        Err(problem) => {
+            memory.applied = None;
+            memory.checked = None;
+            Ok((Some(problem), warnings))
+        }
+    }
+}
+
+async fn scale(
+    ctx: &Context,
+    target: &Target,
+    replicas: i32,
+) -> Result<Result<(), ApplyProblem>, Error> {
+    ctx.acting.check()?;
+    Ok(ctx.targets.scale(target, replicas).await)
+}
+
+/// Merge-patches the status, conditional on the resourceVersion read: if the object
+/// changed since (or the cache was stale), the write fails with a conflict instead of
+/// recording a trigger twice.
+async fn write_status(
+    ctx: &Context,
+    api: &Api<TidalScheduler>,
+    object: &TidalScheduler,
+    old: &TidalSchedulerStatus,
+    new: &TidalSchedulerStatus,
+) -> Result<(), Error> {
+    let mut body = serde_json::to_value(new).map_err(Error::Serialize)?;
+    if let (Value::Object(fields), Ok(Value::Object(old_fields))) =
+        (&mut body, serde_json::to_value(old))
+    {
+        for gone in old_fields.keys() {
+            fields.entry(gone.clone()).or_insert(Value::Null);
+        }
+    }
+    let patch = json!({
+        "metadata": { "resourceVersion": object.resource_version() },
+        "status": body,
+    });
+    ctx.acting.check()?;
+    let params = patch_params();
+    match api
+        .patch_status(&object.name_any(), &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::Conflict),
+        Err(source) => Err(Error::WriteStatus { source }),
+    }
+}
+
+/// The next wake-up: the next trigger, sooner after a problem, never later than
+/// [`MAX_SLEEP`].
+fn requeue(plan: &Plan, memory: &Memory, now: Timestamp) -> Action {
+    let mut wait = plan
+        .next
+        .as_ref()
+        .map_or(MAX_SLEEP, |next| plan::until(next.schedule_time, now));
+    if memory.failures > 0 {
+        wait = wait.min(retry_delay(memory.failures));
+    }
+    Action::requeue(wait.clamp(Duration::from_millis(1), MAX_SLEEP))
+}
+
+/// Exponential backoff after `failures` consecutive failures: 1 s, 2 s, 4 s, ... 60 s.
+fn retry_delay(failures: u32) -> Duration {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs(1))
+        .with_max_delay(Duration::from_secs(60))
+        .without_max_times()
+        .build()
+        .nth(failures.saturating_sub(1) as usize)
+        .unwrap_or(Duration::from_secs(60))
+}
+
+fn log_trigger(key: &str, plan: &Plan, problem: Option<&ApplyProblem>, acknowledged: Timestamp) {
+    let Some(new) = &plan.new_trigger else {
+        return;
+    };
+    let lateness = acknowledged.duration_since(new.trigger.schedule_time);
+    let lateness_ms = lateness.as_secs_f64() * 1000.0;
+    let schedule_time = new.trigger.schedule_time.to_string();
+    match problem {
+        None => tracing::info!(
+            tidal = key,
+            rule = new.trigger.rule,
+            replicas = new.trigger.replicas,
+            %schedule_time,
+            lateness_ms,
+            catch_up = new.catch_up,
+            superseded = new.superseded,
+            "trigger applied"
+        ),
+        Some(problem) => tracing::warn!(
+            tidal = key,
+            rule = new.trigger.rule,
+            replicas = new.trigger.replicas,
+            %schedule_time,
+            reason = problem.reason.as_str(),
+            message = problem.message,
+            "trigger failed"
+        ),
+    }
+}
+
+fn send_events(
+    ctx: &Context,
+    object: &TidalScheduler,
+    plan: &Plan,
+    old: &TidalSchedulerStatus,
+    new: &TidalSchedulerStatus,
+    problem: Option<&ApplyProblem>,
+) {
+    if let Some(trigger) = &plan.new_trigger {
+        let t = &trigger.trigger;
+        if problem.is_none() {
+            let reason = if trigger.catch_up {
+                Reason::CaughtUp
+            } else {
+                Reason::Triggered
+            };
+            let note = format!(
+                "rule {} set {} replicas (scheduled {}, superseded {})",
+                t.rule, t.replicas, t.schedule_time, trigger.superseded
+            );
+            send(ctx, object, reason, note);
+        }
+        if let Some(note) = plan::collision_note(t) {
+            send(ctx, object, Reason::RuleConflict, note);
+        }
+    } else if (&old.desired_replicas, &old.active_rule) != (&new.desired_replicas, &new.active_rule)
+        && let (Some(replicas), Some(rule)) = (new.desired_replicas, &new.active_rule)
+    {
+        send(
+            ctx,
+            object,
+            Reason::LevelChanged,
+            format!("rule {rule} now sets {replicas} replicas"),
+        );
+    }
+    if old.next_trigger_time != new.next_trigger_time
+        && let Some(note) = plan.next.as_ref().and_then(plan::collision_note)
+    {
+        send(
+            ctx,
+            object,
+            Reason::RuleConflict,
+            format!("next trigger: {note}"),
+        );
+    }
+    let reason_of = |status: &TidalSchedulerStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .map(|c| c.reason.clone())
+    };
+    match problem {
+        Some(problem) if ready_message(old) != ready_message(new) => {
+            let reason = match problem.reason {
+                ConditionReason::TargetNotFound => Reason::TargetNotFound,
+                ConditionReason::TargetNotScalable => Reason::TargetNotScalable,
+                _ => Reason::ApplyFailed,
+            };
+            send(ctx, object, reason, problem.message.clone());
+        }
+        None if reason_of(old).is_some_and(|r| is_failure(&r)) => {
+            send(
+                ctx,
+                object,
+                Reason::Recovered,
+                ready_message(new).to_owned(),
+            );
+        }
+        _ => {}
+    }
+}
+
+fn is_failure(reason: &str) -> bool {
+    [
+        ConditionReason::TargetNotFound,
+        ConditionReason::TargetNotScalable,
+        ConditionReason::ApplyFailed,
+    ]
+    .iter()
+    .any(|r| r.as_str() == reason)
+}
+
+fn ready_message(status: &TidalSchedulerStatus) -> &str {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .map_or("", |c| c.message.as_str())
+}
+
+fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {
+    if ctx.acting.check().is_ok() {
+        ctx.events.send(&object.object_ref(&()), reason, note);
+    }
+}
+
+/// `namespace/name`.
+pub fn key_of(object: &TidalScheduler) -> String {
+    format!(
+        "{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{Cron, Rule, Tide};
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn plan_at(cron: &str, now: &str) -> Plan {
+        let tide = Tide::new(vec![Rule {
+            name: "r".to_owned(),
+            cron: Cron::parse(cron, None).unwrap(),
+            replicas: 1,
+            suspended: false,
+        }]);
+        let status = TidalSchedulerStatus::default();
+        let facts = Facts {
+            status: &status,
+            created: at("2020-01-01T00:00:00Z"),
+            suspended: false,
+            armed: None,
+        };
+        plan::plan(&tide, facts, at(now))
+    }
+
+    #[test]
+    fn a_far_future_instant_is_clamped_to_the_longest_sleep() {
+        let plan = plan_at("TZ=UTC 0 0 0 29 2 *", "2029-03-01T00:00:00Z");
+        assert_eq!(
+            plan.next.as_ref().unwrap().schedule_time,
+            at("2032-02-29T00:00:00Z")
+        );
+        let action = requeue(&plan, &Memory::default(), at("2029-03-01T00:00:00Z"));
+        assert_eq!(action, Action::requeue(MAX_SLEEP));
+    }
+
+    #[test]
+    fn waking_early_does_not_fire_and_sleeps_the_rest() {
+        let woke = "2026-01-01T00:00:09.997Z";
+        let plan = plan_at("TZ=UTC */10 * * * * *", woke);
+        assert_eq!(
+            plan.level.as_ref().unwrap().schedule_time,
+            at("2026-01-01T00:00:00Z")
+        );
+        let action = requeue(&plan, &Memory::default(), at(woke));
+        assert_eq!(action, Action::requeue(Duration::from_millis(3)));
+    }
+
+    #[test]
+    fn failures_shorten_the_sleep_with_exponential_backoff() {
+        let plan = plan_at("TZ=UTC 0 0 0 * * *", "2026-01-01T00:00:01Z");
+        let memory = |failures| Memory {
+            failures,
+            ..Memory::default()
+        };
+        let now = at("2026-01-01T00:00:01Z");
+        assert_eq!(
+            requeue(&plan, &memory(1), now),
+            Action::requeue(Duration::from_secs(1))
+        );
+        assert_eq!(
+            requeue(&plan, &memory(3), now),
+            Action::requeue(Duration::from_secs(4))
+        );
+        assert_eq!(
+            requeue(&plan, &memory(30), now),
+            Action::requeue(Duration::from_secs(60))
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! The workload a TidalScheduler points at: resolved from apiVersion/kind by API
+//! discovery, checked for existence (and for an HPA fighting over it), and written in
+//! `Scale` mode through its `/scale` subresource — or, for an HPA, its `minReplicas`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::plan::ApplyProblem;
+use crate::api::{ConditionReason, TargetRef};
+
+/// How long a discovered kind is trusted before it is looked up again.
+const KIND_TTL: Duration = Duration::from_secs(600);
+
+/// How long an unknown kind stays unknown (a CRD may be installed meanwhile).
+const UNKNOWN_KIND_TTL: Duration = Duration::from_secs(5);
+
+/// The field manager of every write to a target.
+pub const FIELD_MANAGER: &str = "tidal-scheduler";
+
+/// A resolved target.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Its resource (group, version, plural).
+    pub resource: ApiResource,
+    /// Whether it has a `/scale` subresource.
+    pub scalable: bool,
+    /// Its name.
+    pub name: String,
+    /// Its namespace (always the TidalScheduler's).
+    pub namespace: String,
+}
+
+impl Target {
+    /// An `autoscaling` HorizontalPodAutoscaler, whose `minReplicas` is the floor to set.
+    pub fn is_hpa(&self) -> bool {
+        self.resource.group == "autoscaling" && self.resource.kind == "HorizontalPodAutoscaler"
+    }
+
+    fn describe(&self) -> String {
+        format!("{} {}", self.resource.kind, self.name)
+    }
+}
+
+/// A discovered kind: its resource and whether it has `/scale`; `None` when unknown.
+type Discovered = Option<(ApiResource, bool)>;
+
+/// Discovered kinds and when they were looked up.
+type KindCache = HashMap<GroupVersionKind, (Instant, Discovered)>;
+
+/// Resolves, checks and scales targets; remembers discovered kinds.
+pub struct Targets {
+    client: Client,
+    kinds: Mutex<KindCache>,
+}
+
+impl Targets {
+    /// Targets reached through `client`.
+    pub fn new(client: Client) -> Targets {
+        Targets {
+            client,
+            kinds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Finds the resource of `target_ref` (in `namespace`) by discovery.
+    pub async fn resolve(
+        &self,
+        target_ref: &TargetRef,
+        namespace: &str,
+    ) -> Result<Target, ApplyProblem> {
+        let gvk = gvk_of(target_ref);
+        let (resource, scalable) = self.kind(&gvk).await?;
+        Ok(Target {
+            resource,
+            scalable,
+            name: target_ref.name.clone(),
+            namespace: namespace.to_owned(),
+        })
+    }
+
+    async fn kind(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), ApplyProblem> {
+        let cached = self.lock_kinds().get(gvk).cloned();
+        let found = match cached {
+            Some((since, found)) if since.elapsed() < ttl(&found) => found,
+            _ => {
+                let found = match kube::discovery::pinned_kind(&self.client, gvk).await {
+                    Ok((resource, capabilities)) => {
+                        let scalable = capabilities
+                            .subresources
+                            .iter()
+                            .any(|(sub, _)| sub.plural == "scale");
+                        Some((resource, scalable))
+                    }
+                    Err(error) if is_transient(&error) => {
+                        return Err(failed(format!(
+                            "failed to discover {} {}: {error}",
+                            gvk.api_version(),
+                            gvk.kind
+                        )));
+                    }
+                    Err(_) => None,
+                };
+                self.lock_kinds()
+                    .insert(gvk.clone(), (Instant::now(), found.clone()));
+                found
+            }
+        };
+        found.ok_or_else(|| ApplyProblem {
+            reason: ConditionReason::TargetNotFound,
+            message: format!(
+                "spec.targetRef: the API server serves no kind {} in {}",
+                gvk.kind,
+                gvk.api_version()
+            ),
+        })
+    }
+
+    fn lock_kinds(&self) -> std::sync::MutexGuard<'_, KindCache> {
+        // A poisoned lock only means another reconcile panicked mid-insert; the map is
+        // still a valid cache.
+        self.kinds
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks that the target exists; in `Scale` mode, also that it can be scaled and that
+    /// no HPA manages it. Returns warnings (an HPA fighting over the workload).
+    pub async fn check(
+        &self,
+        target: &Target,
+        scale_mode: bool,
+    ) -> Result<Vec<String>, ApplyProblem> {
+        let api = self.api(target);
+        let exists = (|| api.get_metadata_opt(&target.name))
+            .retry(quick_retries())
+            .when(is_transient)
+            .await
+            .map_err(|error| failed(format!("failed to get {}: {error}", target.describe())))?;
+        if exists.is_none() {
+            return Err(not_found(target));
+        }
+        if !scale_mode || target.is_hpa() {
+            return Ok(Vec::new());
+        }
+        if !target.scalable {
+            return Err(not_scalable(target));
+        }
+        self.managing_hpas(target).await
+    }
+
+    /// HPAs in the target's namespace whose scaleTargetRef is the target: they would fight
+    /// with the `/scale` writes.
+    async fn managing_hpas(&self, target: &Target) -> Result<Vec<String>, ApplyProblem> {
+        let hpas: Api<HorizontalPodAutoscaler> =
+            Api::namespaced(self.client.clone(), &target.namespace);
+        let params = ListParams::default();
+        let list = (|| hpas.list(&params))
+            .retry(quick_retries())
+            .when(is_transient)
+            .await
+            .map_err(|error| failed(format!("failed to list HorizontalPodAutoscalers: {error}")))?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|hpa| {
+                hpa.spec.as_ref().is_some_and(|spec| {
+                    let scaled = &spec.scale_target_ref;
+                    scaled.kind == target.resource.kind
+                        && scaled.name == target.name
+                        && group_of(scaled.api_version.as_deref().unwrap_or_default())
+                            == target.resource.group
+                })
+            })
+            .map(|hpa| {
+                format!(
+                    "HorizontalPodAutoscaler {} also scales {}: two writers would fight; \
+                     target the HPA instead to set its minReplicas",
+                    hpa.name_any(),
+                    target.describe()
+                )
+            })
+            .collect())
+    }
+
+    /// Writes `replicas` to the target: its `/scale`, or an HPA's `minReplicas` (raising
+    /// `maxReplicas` only if needed to keep min <= max).
+    pub async fn scale(&self, target: &Target, replicas: i32) -> Result<(), ApplyProblem> {
+        if target.is_hpa() {
+            return self.set_hpa_floor(target, replicas).await;
+        }
+        if !target.scalable {
+            return Err(not_scalable(target));
+        }
+        let api = self.api(target);
+        let patch = Patch::Merge(json!({ "spec": { "replicas": replicas } }));
+        let params = patch_params();
+        (|| api.patch_scale(&target.name, &params, &patch))
+            .retry(quick_retries())
+            .when(is_transient)
+            .await
+            .map(drop)
+            .map_err(|error| classify(target, "failed to patch scale of", error))
+    }
+
+    async fn set_hpa_floor(&self, target: &Target, replicas: i32) -> Result<(), ApplyProblem> {
+        let api: Api<HorizontalPodAutoscaler> =
+            Api::namespaced(self.client.clone(), &target.namespace);
+        let hpa = (|| api.get(&target.name))
+            .retry(quick_retries())
+            .when(is_transient)
+            .await
+            .map_err(|error| classify(target, "failed to get", error))?;
+        let max = hpa.spec.as_ref().map_or(replicas, |spec| spec.max_replicas);
+        let patch = Patch::Merge(json!({
+            "metadata": { "resourceVersion": hpa.resource_version() },
+            "spec": { "minReplicas": replicas, "maxReplicas": max.max(replicas) },
+        }));
+        let params = patch_params();
+        (|| api.patch(&target.name, &params, &patch))
+            .retry(quick_retries())
+            .when(is_transient)
+            .await
+            .map(drop)
+            .map_err(|error| classify(target, "failed to set minReplicas of", error))
+    }
+
+    fn api(&self, target: &Target) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &target.namespace, &target.resource)
+    }
+}
+
+/// Patch parameters naming this controller as the field manager.
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    }
+}
+
+fn ttl(found: &Discovered) -> Duration {
+    if found.is_some() {
+        KIND_TTL
+    } else {
+        UNKNOWN_KIND_TTL
+    }
+}
+
+fn gvk_of(target_ref: &TargetRef) -> GroupVersionKind {
+    let (group, version) = match target_ref.api_version.split_once('/') {
+        Some((group, version)) => (group, version),
+        None => ("", target_ref.api_version.as_str()),
+    };
+    GroupVersionKind::gvk(group, version, &target_ref.kind)
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
+}
+
+/// A few fast retries inside one reconcile, for errors that a retry can fix; the
+/// controller's requeue backoff takes over after them.
+pub fn quick_retries() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(3)
+        .with_jitter()
+}
+
+/// Whether retrying `error` may succeed: server errors, throttling, connection failures.
+pub fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || status.code == 429,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+fn classify(target: &Target, action: &str, error: kube::Error) -> ApplyProblem {
+    match &error {
+        kube::Error::Api(status) if status.code == 404 => not_found(target),
+        _ => failed(format!(
+            "{action} {}: {}",
+            target.describe(),
+            api_message(&error)
+        )),
+    }
+}
+
+/// The API server's message, without the client's wrapping.
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn failed(message: String) -> ApplyProblem {
+    ApplyProblem {
+        reason: ConditionReason::ApplyFailed,
+        message,
+    }
+}
+
+fn not_found(target: &Target) -> ApplyProblem {
+    ApplyProblem {
+        reason: ConditionReason::TargetNotFound,
+        message: format!(
+            "spec.targetRef: {} not found in namespace {}",
+            target.describe(),
+            target.namespace
+        ),
+    }
+}
+
+fn not_scalable(target: &Target) -> ApplyProblem {
+    ApplyProblem {
+        reason: ConditionReason::TargetNotScalable,
+        message: format!(
+            "spec.targetRef: {} has no /scale subresource; use apply: Status or target a \
+             scalable kind",
+            target.describe()
+        ),
+    }
+}
