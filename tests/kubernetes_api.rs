@@ -469,6 +469,10 @@ async fn rbac_grants_the_controller_what_it_needs_and_nothing_more() {
 
     let deployments: Api<Deployment> = Api::namespaced(controller.clone(), ns);
     deployments
+        .get_metadata("web")
+        .await
+        .expect("get a Deployment (existence check)");
+    deployments
         .get_scale("web")
         .await
         .expect("get Deployment /scale");

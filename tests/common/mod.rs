@@ -7,3 +7,4 @@ pub mod fixtures;
 pub mod process;
 pub mod reaper;
 pub mod robfig;
+pub mod tide;

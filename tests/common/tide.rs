@@ -1,0 +1,241 @@
+//! Helpers for the controller's integration tests: run the controller on the test's
+//! namespace, create TidalSchedulers, wait (on watches) for their status, read Events,
+//! and compute fire instants.
+
+use std::future::Future;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::wait::{Condition, await_condition};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tidal_scheduler::api::{HistoryEntry, READY, TidalScheduler, TidalSchedulerStatus};
+
+use super::cluster::TestEnv;
+use super::fixtures::object;
+use super::process::Process;
+
+/// How long a test waits for the controller to do something it should do in seconds.
+pub const PATIENCE: Duration = Duration::from_secs(40);
+
+/// Starts `tidal-scheduler run` watching only the test's namespace, with JSON logs.
+pub fn start_controller(env: &TestEnv, name: &str) -> Process {
+    env.run_binary(
+        name,
+        &["run", "--namespace", &env.namespace, "--log-format", "json"],
+    )
+}
+
+/// Creates a TidalScheduler from JSON in the test's namespace.
+pub async fn create(env: &TestEnv, manifest: Value) -> TidalScheduler {
+    let typed: TidalScheduler =
+        serde_json::from_value(serde_json::to_value(object(manifest)).expect("JSON"))
+            .expect("a TidalScheduler manifest");
+    env.api::<TidalScheduler>()
+        .create(&PostParams::default(), &typed)
+        .await
+        .unwrap_or_else(|e| panic!("create TidalScheduler {}: {e}", typed.name_any()))
+}
+
+/// A TidalScheduler manifest: `rules` as `(name, cron, replicas)`, target `kind/name`.
+pub fn manifest(
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    target: &str,
+    apply: &str,
+    rules: &[(&str, &str, i32)],
+) -> Value {
+    let rules: Vec<Value> = rules
+        .iter()
+        .map(|(name, cron, replicas)| {
+            serde_json::json!({ "name": name, "cron": cron, "replicas": replicas })
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": "scheduling.tidal.io/v1alpha1",
+        "kind": "TidalScheduler",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "elasticscaler.io/name": target,
+                "elasticscaler.io/namespace": "test",
+            },
+        },
+        "spec": {
+            "targetRef": { "apiVersion": api_version, "kind": kind, "name": target },
+            "apply": apply,
+            "triggers": { "times": { "rules": rules } },
+        },
+    })
+}
+
+/// Waits (on a watch) until `name` satisfies `condition`, or panics naming `what`.
+pub async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, condition: impl Condition<K>) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    match tokio::time::timeout(PATIENCE, await_condition(api.clone(), name, condition)).await {
+        Ok(Ok(Some(object))) => object,
+        Ok(Ok(None)) => panic!("{name}: deleted while waiting for {what}"),
+        Ok(Err(e)) => panic!("{name}: watch failed while waiting for {what}: {e}"),
+        Err(_) => {
+            let now = api.get_opt(name).await.ok().flatten();
+            panic!("{name}: no {what} within {PATIENCE:?}; last seen: {now:#?}")
+        }
+    }
+}
+
+/// Waits until the status of `name` satisfies `test`.
+pub async fn wait_status(
+    env: &TestEnv,
+    name: &str,
+    what: &str,
+    test: impl Fn(&TidalSchedulerStatus) -> bool,
+) -> TidalScheduler {
+    wait_for(
+        &env.api::<TidalScheduler>(),
+        name,
+        what,
+        move |object: Option<&TidalScheduler>| {
+            object
+                .and_then(|o| o.status.as_ref())
+                .is_some_and(&test)
+        },
+    )
+    .await
+}
+
+/// The status of a TidalScheduler, which must have one.
+pub fn status(object: &TidalScheduler) -> &TidalSchedulerStatus {
+    object.status.as_ref().expect("a status")
+}
+
+/// `(status, reason, message)` of the Ready condition.
+pub fn ready(status: &TidalSchedulerStatus) -> (String, String, String) {
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .expect("a Ready condition");
+    (
+        ready.status.clone(),
+        ready.reason.clone(),
+        ready.message.clone(),
+    )
+}
+
+/// Whether the Ready condition has `reason`.
+pub fn ready_reason_is(status: &TidalSchedulerStatus, reason: &str) -> bool {
+    status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == READY && c.reason == reason)
+}
+
+/// The history entry of `(rule, at)`, if recorded.
+pub fn entry<'a>(
+    status: &'a TidalSchedulerStatus,
+    rule: &str,
+    at: Timestamp,
+) -> Option<&'a HistoryEntry> {
+    status
+        .history
+        .iter()
+        .find(|h| h.rule == rule && h.schedule_time.0 == at)
+}
+
+/// Panics if a `(rule, scheduleTime)` appears twice in history.
+pub fn assert_no_duplicate_history(status: &TidalSchedulerStatus) {
+    let mut seen = std::collections::HashSet::new();
+    for h in &status.history {
+        assert!(
+            seen.insert((h.rule.clone(), h.schedule_time.0)),
+            "({}, {}) recorded twice: {:#?}",
+            h.rule,
+            h.schedule_time.0,
+            status.history
+        );
+    }
+}
+
+/// Events about the object `name`, oldest first.
+pub async fn events_about(env: &TestEnv, name: &str) -> Vec<Event> {
+    let events: Api<Event> = env.api();
+    let mut about: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    about.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    about
+}
+
+/// Polls until an Event about `name` with `reason` (and a note containing `note`) exists.
+pub async fn wait_event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Event {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let found = events_about(env, name).await.into_iter().find(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.note.as_deref().unwrap_or_default().contains(note)
+        });
+        if let Some(event) = found {
+            return event;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let seen: Vec<_> = events_about(env, name)
+                .await
+                .into_iter()
+                .map(|e| (e.reason, e.note))
+                .collect();
+            panic!("{name}: no {reason} event containing {note:?}; events: {seen:#?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A cron expression (UTC) firing once a year, exactly at `at` (whole seconds).
+pub fn once_at(at: Timestamp) -> String {
+    let t = at.to_zoned(jiff::tz::TimeZone::UTC);
+    format!(
+        "CRON_TZ=UTC {} {} {} {} {} *",
+        t.second(),
+        t.minute(),
+        t.hour(),
+        t.day(),
+        t.month()
+    )
+}
+
+/// The first whole second at least `margin` from now.
+pub fn second_after(margin: Duration) -> Timestamp {
+    let earliest = Timestamp::now() + SignedDuration::try_from(margin).expect("small margin");
+    let whole = Timestamp::from_second(earliest.as_second()).expect("in range");
+    if whole < earliest {
+        whole + SignedDuration::from_secs(1)
+    } else {
+        whole
+    }
+}
+
+/// Sleeps until the wall clock has passed `at` — for scenarios that need time to pass
+/// (missed instants), not to wait for the controller.
+pub async fn sleep_past(at: Timestamp) {
+    let wait = at.duration_since(Timestamp::now());
+    if wait > SignedDuration::ZERO {
+        tokio::time::sleep(wait.unsigned_abs() + Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `body` and returns its result, failing the test after `limit`.
+pub async fn within<T>(limit: Duration, what: &str, body: impl Future<Output = T>) -> T {
+    tokio::time::timeout(limit, body)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+}

@@ -1,0 +1,884 @@
+//! The controller (`tidal-scheduler run`) against a real kube-apiserver and etcd: status
+//! right after create, on-time triggers, edits, conflicts, each apply mode, invalid
+//! specs, missing targets, restart catch-up, suspension, deletion, and 200 objects
+//! firing in the same second. Each test runs its own controller on its own namespace.
+
+mod common;
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::wait::conditions;
+use serde_json::json;
+use tidal_scheduler::api::{TidalScheduler, TriggerResult, validate};
+
+use common::cluster::{TestEnv, apply};
+use common::fixtures::{deployment, hpa, object, stateful_set};
+use common::tide::*;
+
+const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
+
+async fn create_deployment(env: &TestEnv, name: &str) {
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &deployment(name))
+        .await
+        .expect("create Deployment");
+}
+
+async fn deployment_replicas(env: &TestEnv, name: &str, replicas: i32) -> Deployment {
+    wait_for(
+        &env.api::<Deployment>(),
+        name,
+        &format!("{replicas} replicas"),
+        move |d: Option<&Deployment>| {
+            d.and_then(|d| d.spec.as_ref())
+                .is_some_and(|s| s.replicas == Some(replicas))
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn status_is_complete_right_after_create() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let manifest = manifest(
+        "web",
+        "apps/v1",
+        "Deployment",
+        "web",
+        "Status",
+        &[
+            ("morning", "CRON_TZ=Asia/Shanghai 0 0 8 * * *", 20),
+            ("night", "CRON_TZ=Asia/Shanghai 0 0 23 * * *", 5),
+        ],
+    );
+    let created = create(&env, manifest).await;
+    let object = wait_status(&env, "web", "observedGeneration 1", |s| {
+        s.observed_generation == Some(1)
+    })
+    .await;
+    let status = status(&object);
+
+    let created_at = created.metadata.creation_timestamp.clone().unwrap().0;
+    let tide = validate(&created, created_at).expect("valid").tide;
+    let level = tide.level_at(Timestamp::now()).expect("a level");
+    let next = tide.next_after(Timestamp::now()).expect("a next trigger");
+    assert_eq!(status.desired_replicas, Some(level.replicas));
+    assert_eq!(status.active_rule.as_deref(), Some(level.rule.as_str()));
+    assert_eq!(
+        status.last_trigger_time.as_ref().unwrap().0,
+        level.schedule_time
+    );
+    assert_eq!(
+        status.last_triggered_rule.as_deref(),
+        Some(level.rule.as_str())
+    );
+    assert_eq!(
+        status.next_trigger_time.as_ref().unwrap().0,
+        next.schedule_time
+    );
+    assert_eq!(
+        status.next_trigger_rule.as_deref(),
+        Some(next.rule.as_str())
+    );
+    assert_eq!(status.rules.len(), 2);
+    for (rule, rule_status) in tide.rules().iter().zip(&status.rules) {
+        assert_eq!(rule_status.name, rule.name);
+        assert_eq!(
+            rule_status.next_schedule_time.as_ref().map(|t| t.0),
+            rule.cron.next_after(Timestamp::now())
+        );
+        assert!(rule_status.last_schedule_time.is_some());
+    }
+    assert_eq!(status.history.len(), 1);
+    let first = &status.history[0];
+    assert_eq!(first.rule, level.rule);
+    assert_eq!(first.schedule_time.0, level.schedule_time);
+    assert_eq!(first.replicas, level.replicas);
+    assert_eq!(first.result, TriggerResult::Succeeded);
+    assert!(
+        first.catch_up,
+        "a level that came due before creation is a catch-up"
+    );
+    assert_eq!(first.superseded, 0);
+    assert!(first.execution_time.0 >= created_at);
+    assert_ne!(
+        first.execution_time.0.subsec_microsecond(),
+        0,
+        "executionTime keeps microseconds (flaky only one time in a million)"
+    );
+    let (ready, reason, message) = ready(status);
+    assert_eq!((ready.as_str(), reason.as_str()), ("True", "TriggerActive"));
+    assert!(message.contains(&level.rule), "{message}");
+    wait_event(&env, "web", "CaughtUp", &level.rule).await;
+}
+
+#[tokio::test]
+async fn a_rule_fires_on_time_with_correct_fields() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let at = second_after(Duration::from_millis(2500));
+    let soon = once_at(at);
+    create(
+        &env,
+        manifest(
+            "web",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &[("base", DAILY_MIDNIGHT, 1), ("soon", &soon, 7)],
+        ),
+    )
+    .await;
+    let object = wait_status(&env, "web", "the first trigger", |s| {
+        s.next_trigger_rule.as_deref() == Some("soon")
+    })
+    .await;
+    assert_eq!(status(&object).next_trigger_time.as_ref().unwrap().0, at);
+    assert_eq!(status(&object).desired_replicas, Some(1));
+
+    let object = wait_status(&env, "web", "the trigger of `soon`", |s| {
+        entry(s, "soon", at).is_some()
+    })
+    .await;
+    let status = status(&object);
+    let fired = entry(status, "soon", at).unwrap();
+    assert_eq!(fired.replicas, 7);
+    assert_eq!(fired.result, TriggerResult::Succeeded);
+    assert!(!fired.catch_up, "applied by the timer armed for it");
+    assert_eq!(fired.superseded, 0);
+    assert!(fired.execution_time.0 >= at, "never fires early");
+    assert_eq!(status.desired_replicas, Some(7));
+    assert_eq!(status.active_rule.as_deref(), Some("soon"));
+    assert_eq!(status.last_trigger_time.as_ref().unwrap().0, at);
+    assert_eq!(status.history.len(), 2);
+    assert_eq!(status.next_trigger_rule.as_deref(), Some("base"));
+    wait_event(&env, "web", "Triggered", "rule soon set 7 replicas").await;
+}
+
+#[tokio::test]
+async fn editing_the_rule_in_effect_applies_at_once() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    create(
+        &env,
+        manifest(
+            "web",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Scale",
+            &[("base", DAILY_MIDNIGHT, 3)],
+        ),
+    )
+    .await;
+    deployment_replicas(&env, "web", 3).await;
+    let before = wait_status(&env, "web", "level 3", |s| s.desired_replicas == Some(3)).await;
+
+    let edit = json!({ "spec": { "triggers": { "times": { "rules": [
+        { "name": "base", "cron": DAILY_MIDNIGHT, "replicas": 8 },
+    ]}}}});
+    env.api::<TidalScheduler>()
+        .patch("web", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit replicas");
+    deployment_replicas(&env, "web", 8).await;
+    let after = wait_status(&env, "web", "level 8", |s| {
+        s.desired_replicas == Some(8) && s.observed_generation == Some(2)
+    })
+    .await;
+    assert_eq!(
+        status(&after).history,
+        status(&before).history,
+        "an edit re-applies the level without a new history entry"
+    );
+    wait_event(&env, "web", "LevelChanged", "rule base now sets 8 replicas").await;
+}
+
+#[tokio::test]
+async fn colliding_rules_resolve_to_the_max_and_are_reported() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let at = second_after(Duration::from_secs(3));
+    let cron = once_at(at);
+    create(
+        &env,
+        manifest(
+            "web",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &[
+                ("base", DAILY_MIDNIGHT, 1),
+                ("small", &cron, 4),
+                ("large", &cron, 9),
+            ],
+        ),
+    )
+    .await;
+    let ahead = wait_status(&env, "web", "the collision ahead", |s| {
+        s.next_trigger_time.as_ref().is_some_and(|t| t.0 == at)
+    })
+    .await;
+    assert_eq!(status(&ahead).next_trigger_rule.as_deref(), Some("large"));
+    let (_, _, message) = ready(status(&ahead));
+    assert!(message.contains("rules large, small collide"), "{message}");
+    wait_event(
+        &env,
+        "web",
+        "RuleConflict",
+        "next trigger: rules large, small collide",
+    )
+    .await;
+
+    let fired = wait_status(&env, "web", "the collision applied", |s| {
+        entry(s, "large", at).is_some()
+    })
+    .await;
+    let status = status(&fired);
+    assert_eq!(status.desired_replicas, Some(9));
+    let applied = entry(status, "large", at).unwrap();
+    assert!(
+        applied.message.contains("rules large, small collide"),
+        "{}",
+        applied.message
+    );
+    assert!(
+        entry(status, "small", at).is_none(),
+        "the loser is not applied"
+    );
+}
+
+/// A namespaced CRD `widgets.example.com` with a scale subresource.
+async fn install_widget_crd(env: &TestEnv) {
+    let crd = object(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": "widgets.example.com" },
+        "spec": {
+            "group": "example.com",
+            "names": { "kind": "Widget", "plural": "widgets", "singular": "widget" },
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": { "type": "object", "properties": { "replicas": { "type": "integer" } } },
+                        "status": { "type": "object", "properties": { "replicas": { "type": "integer" } } },
+                    },
+                }},
+                "subresources": {
+                    "status": {},
+                    "scale": { "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas" },
+                },
+            }],
+        },
+    }));
+    apply(&env.client, &crd, None)
+        .await
+        .expect("apply the Widget CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    wait_for(
+        &crds,
+        "widgets.example.com",
+        "Established",
+        conditions::is_crd_established(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn scale_mode_writes_deployments_stateful_sets_and_custom_resources() {
+    let env = TestEnv::new().await;
+    install_widget_crd(&env).await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    env.api::<StatefulSet>()
+        .create(&PostParams::default(), &stateful_set("db"))
+        .await
+        .expect("create StatefulSet");
+    let widget_resource =
+        ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.namespace, &widget_resource);
+    let widget = object(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": { "name": "gadget" }, "spec": { "replicas": 1 },
+    }));
+    widgets
+        .create(&PostParams::default(), &widget)
+        .await
+        .expect("create Widget");
+
+    for (name, api_version, kind, target, replicas) in [
+        ("web", "apps/v1", "Deployment", "web", 4),
+        ("db", "apps/v1", "StatefulSet", "db", 5),
+        ("gadget", "example.com/v1", "Widget", "gadget", 6),
+    ] {
+        create(
+            &env,
+            manifest(
+                name,
+                api_version,
+                kind,
+                target,
+                "Scale",
+                &[("base", DAILY_MIDNIGHT, replicas)],
+            ),
+        )
+        .await;
+    }
+    deployment_replicas(&env, "web", 4).await;
+    wait_for(
+        &env.api::<StatefulSet>(),
+        "db",
+        "5 replicas",
+        |s: Option<&StatefulSet>| {
+            s.and_then(|s| s.spec.as_ref())
+                .is_some_and(|s| s.replicas == Some(5))
+        },
+    )
+    .await;
+    wait_for(
+        &widgets,
+        "gadget",
+        "6 replicas",
+        |w: Option<&DynamicObject>| w.is_some_and(|w| w.data["spec"]["replicas"] == 6),
+    )
+    .await;
+    for name in ["web", "db", "gadget"] {
+        let object = wait_status(&env, name, "TriggerActive", |s| {
+            ready_reason_is(s, "TriggerActive")
+        })
+        .await;
+        assert_eq!(status(&object).history[0].result, TriggerResult::Succeeded);
+    }
+}
+
+#[tokio::test]
+async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let hpas: Api<HorizontalPodAutoscaler> = env.api();
+    hpas.create(&PostParams::default(), &hpa("web-hpa", "web"))
+        .await
+        .expect("create HPA");
+
+    // The HPA as target: minReplicas follows the level; maxReplicas (20) is raised to 25.
+    create(
+        &env,
+        manifest(
+            "floor",
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            "web-hpa",
+            "Scale",
+            &[("base", DAILY_MIDNIGHT, 25)],
+        ),
+    )
+    .await;
+    let hpa = wait_for(
+        &hpas,
+        "web-hpa",
+        "minReplicas 25",
+        |h: Option<&HorizontalPodAutoscaler>| {
+            h.and_then(|h| h.spec.as_ref())
+                .is_some_and(|s| s.min_replicas == Some(25))
+        },
+    )
+    .await;
+    assert_eq!(hpa.spec.unwrap().max_replicas, 25);
+
+    // The Deployment the HPA manages, written in Scale mode: a Warning.
+    create(
+        &env,
+        manifest(
+            "direct",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Scale",
+            &[("base", DAILY_MIDNIGHT, 3)],
+        ),
+    )
+    .await;
+    let object = wait_status(&env, "direct", "a status", |s| {
+        s.observed_generation == Some(1)
+    })
+    .await;
+    let (ready, _, message) = ready(status(&object));
+    assert_eq!(ready, "True");
+    assert!(
+        message.contains("HorizontalPodAutoscaler web-hpa also scales Deployment web"),
+        "{message}"
+    );
+    wait_event(
+        &env,
+        "direct",
+        "SpecWarning",
+        "HorizontalPodAutoscaler web-hpa",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_target_without_scale_is_not_scalable() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    let config_map: ConfigMap =
+        serde_json::from_value(json!({ "metadata": { "name": "settings" } })).unwrap();
+    env.api::<ConfigMap>()
+        .create(&PostParams::default(), &config_map)
+        .await
+        .expect("create ConfigMap");
+    create(
+        &env,
+        manifest(
+            "web",
+            "v1",
+            "ConfigMap",
+            "settings",
+            "Scale",
+            &[("base", DAILY_MIDNIGHT, 3)],
+        ),
+    )
+    .await;
+    let object = wait_status(&env, "web", "TargetNotScalable", |s| {
+        ready_reason_is(s, "TargetNotScalable")
+    })
+    .await;
+    let status = status(&object);
+    let (ready, _, message) = ready(status);
+    assert_eq!(ready, "False");
+    assert!(
+        message.contains("ConfigMap settings has no /scale subresource"),
+        "{message}"
+    );
+    assert_eq!(status.history[0].result, TriggerResult::Failed);
+    wait_event(&env, "web", "TargetNotScalable", "no /scale subresource").await;
+}
+
+#[tokio::test]
+async fn a_missing_target_that_appears_later_gets_the_level() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create(
+        &env,
+        manifest(
+            "web",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Scale",
+            &[("base", DAILY_MIDNIGHT, 6)],
+        ),
+    )
+    .await;
+    let object = wait_status(&env, "web", "TargetNotFound", |s| {
+        ready_reason_is(s, "TargetNotFound")
+    })
+    .await;
+    let status_before = status(&object).clone();
+    assert_eq!(status_before.history.len(), 1);
+    assert_eq!(status_before.history[0].result, TriggerResult::Failed);
+    assert!(
+        status_before.history[0]
+            .message
+            .contains("Deployment web not found")
+    );
+    wait_event(&env, "web", "TargetNotFound", "Deployment web not found").await;
+
+    create_deployment(&env, "web").await;
+    deployment_replicas(&env, "web", 6).await;
+    let object = wait_status(&env, "web", "TriggerActive", |s| {
+        ready_reason_is(s, "TriggerActive")
+    })
+    .await;
+    assert_eq!(
+        status(&object).history,
+        status_before.history,
+        "the failure was recorded once"
+    );
+    wait_event(&env, "web", "Recovered", "rule base set 6 replicas").await;
+}
+
+#[tokio::test]
+async fn invalid_specs_are_reported_and_other_objects_keep_being_served() {
+    let env = TestEnv::new().await;
+    let mut controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let cases = [
+        ("five-fields", "CRON_TZ=UTC 0 8 * * *", "expected 6 fields"),
+        (
+            "unknown-zone",
+            "CRON_TZ=Mars/Olympus 0 0 8 * * *",
+            "unknown time zone `Mars/Olympus`",
+        ),
+        ("never-fires", "CRON_TZ=UTC 0 0 0 30 2 *", "can never fire"),
+        ("quartz", "CRON_TZ=UTC 0 0 8 L * *", "uses L, W or #"),
+    ];
+    for (name, cron, _) in cases {
+        create(
+            &env,
+            manifest(
+                name,
+                "apps/v1",
+                "Deployment",
+                "web",
+                "Status",
+                &[("bad", cron, 1)],
+            ),
+        )
+        .await;
+    }
+    let mut elsewhere = manifest(
+        "elsewhere",
+        "apps/v1",
+        "Deployment",
+        "web",
+        "Status",
+        &[("base", DAILY_MIDNIGHT, 1)],
+    );
+    elsewhere["spec"]["targetRef"]["namespace"] = json!("kube-system");
+    create(&env, elsewhere).await;
+    let mut unlabelled = manifest(
+        "unlabelled",
+        "apps/v1",
+        "Deployment",
+        "web",
+        "Status",
+        &[("base", DAILY_MIDNIGHT, 2)],
+    );
+    unlabelled["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("labels");
+    create(&env, unlabelled).await;
+    create(
+        &env,
+        manifest(
+            "fine",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &[("base", DAILY_MIDNIGHT, 3)],
+        ),
+    )
+    .await;
+
+    for (name, _, problem) in cases {
+        let object = wait_status(&env, name, "InvalidSpec", |s| {
+            ready_reason_is(s, "InvalidSpec")
+        })
+        .await;
+        let (ready, _, message) = ready(status(&object));
+        assert_eq!(ready, "False");
+        assert!(
+            message.contains("spec.triggers.times.rules[0] (bad)"),
+            "{name}: {message}"
+        );
+        assert!(message.contains(problem), "{name}: {message}");
+        assert_eq!(status(&object).desired_replicas, None);
+        wait_event(&env, name, "InvalidSpec", problem).await;
+    }
+    let object = wait_status(&env, "elsewhere", "InvalidSpec", |s| {
+        ready_reason_is(s, "InvalidSpec")
+    })
+    .await;
+    assert!(
+        ready(status(&object))
+            .2
+            .contains("spec.targetRef.namespace: `kube-system`")
+    );
+
+    let object = wait_status(&env, "unlabelled", "TriggerActive", |s| {
+        ready_reason_is(s, "TriggerActive")
+    })
+    .await;
+    assert!(
+        ready(status(&object))
+            .2
+            .contains("elasticscaler.io/name and elasticscaler.io/namespace missing")
+    );
+    wait_event(&env, "unlabelled", "SpecWarning", "elasticscaler.io/name").await;
+
+    let object = wait_status(&env, "fine", "level 3", |s| s.desired_replicas == Some(3)).await;
+    assert_eq!(ready(status(&object)).0, "True");
+
+    // Fixing a spec makes the object act.
+    let fix = json!({ "spec": { "triggers": { "times": { "rules": [
+        { "name": "bad", "cron": "CRON_TZ=UTC 0 0 8 * * *", "replicas": 4 },
+    ]}}}});
+    env.api::<TidalScheduler>()
+        .patch("five-fields", &PatchParams::default(), &Patch::Merge(&fix))
+        .await
+        .expect("fix the spec");
+    wait_status(&env, "five-fields", "level 4", |s| {
+        s.desired_replicas == Some(4)
+    })
+    .await;
+    assert!(
+        controller.try_status().is_none(),
+        "the controller is still running"
+    );
+}
+
+#[tokio::test]
+async fn a_restart_applies_the_latest_missed_trigger_once() {
+    let env = TestEnv::new().await;
+    create_deployment(&env, "web").await;
+    let rules = [
+        ("even", "CRON_TZ=UTC */4 * * * * *", 2),
+        ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
+    ];
+    let created = create(
+        &env,
+        manifest("web", "apps/v1", "Deployment", "web", "Status", &rules),
+    )
+    .await;
+    let tide = validate(&created, Timestamp::now()).expect("valid").tide;
+
+    let mut controller = start_controller(&env, "controller-1");
+    let first = wait_status(&env, "web", "an on-time trigger", |s| {
+        s.history.iter().any(|h| !h.catch_up)
+    })
+    .await;
+    controller.signal("KILL");
+    controller.wait(Duration::from_secs(10));
+    let watermark = status(&first).last_trigger_time.as_ref().unwrap().0;
+    // Let at least two fire instants pass with nobody acting.
+    let missed = tide.triggers_between(Timestamp::now(), Timestamp::MAX, 2);
+    sleep_past(missed[1].schedule_time).await;
+    let stopped = env.api::<TidalScheduler>().get("web").await.expect("get");
+
+    let _controller = start_controller(&env, "controller-2");
+    let caught_up = wait_status(&env, "web", "a catch-up", |s| {
+        s.last_trigger_time
+            .as_ref()
+            .is_some_and(|t| t.0 > missed[0].schedule_time)
+    })
+    .await;
+    let status_now = status(&caught_up);
+    let applied = &status_now.history[0];
+    assert!(applied.catch_up);
+    let last_recorded = status(&stopped).last_trigger_time.as_ref().unwrap().0;
+    assert!(last_recorded >= watermark);
+    let expected = tide.superseded_between(last_recorded, applied.schedule_time.0);
+    assert!(
+        expected >= 1,
+        "at least one instant was missed and superseded"
+    );
+    assert_eq!(applied.superseded, expected as i64);
+    assert_no_duplicate_history(status_now);
+
+    // Then on-time triggers resume, and nothing is ever recorded twice.
+    let resumed = wait_status(&env, "web", "an on-time trigger after the restart", |s| {
+        s.history[0].schedule_time.0 > applied.schedule_time.0 && !s.history[0].catch_up
+    })
+    .await;
+    assert_eq!(status(&resumed).history[1], *applied);
+    assert_eq!(status(&resumed).history[0].superseded, 0);
+    assert_no_duplicate_history(status(&resumed));
+}
+
+#[tokio::test]
+async fn suspension_stops_triggering_and_resuming_catches_up() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let rules = [("even", "CRON_TZ=UTC */2 * * * * *", 2)];
+    let mut suspended_rule = manifest("web", "apps/v1", "Deployment", "web", "Status", &rules);
+    suspended_rule["spec"]["triggers"]["times"]["rules"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({ "name": "paused", "cron": "CRON_TZ=UTC 1/2 * * * * *", "replicas": 9, "suspend": true }));
+    create(&env, suspended_rule).await;
+    let running = wait_status(&env, "web", "a level", |s| s.desired_replicas == Some(2)).await;
+    let paused = &status(&running).rules[1];
+    assert_eq!(paused.name, "paused");
+    assert_eq!(
+        paused.next_schedule_time, None,
+        "a suspended rule has no next schedule time"
+    );
+
+    let suspend = json!({ "spec": { "suspend": true } });
+    let api = env.api::<TidalScheduler>();
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&suspend))
+        .await
+        .expect("suspend");
+    let suspended = wait_status(&env, "web", "Suspended", |s| {
+        ready_reason_is(s, "Suspended")
+    })
+    .await;
+    let at_suspension = status(&suspended).clone();
+    // Timers keep being computed while suspended: wait for two instants to pass on them.
+    let two_later = at_suspension.rules[0]
+        .next_schedule_time
+        .as_ref()
+        .unwrap()
+        .0
+        + SignedDuration::from_secs(2);
+    let later = wait_status(&env, "web", "timers two instants later", |s| {
+        s.rules[0]
+            .last_schedule_time
+            .as_ref()
+            .is_some_and(|t| t.0 >= two_later)
+    })
+    .await;
+    assert_eq!(
+        status(&later).last_trigger_time,
+        at_suspension.last_trigger_time
+    );
+    assert_eq!(status(&later).history, at_suspension.history);
+
+    let resume = json!({ "spec": { "suspend": false } });
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&resume))
+        .await
+        .expect("resume");
+    let resumed = wait_status(&env, "web", "a trigger after resuming", |s| {
+        s.last_trigger_time != at_suspension.last_trigger_time
+    })
+    .await;
+    assert!(status(&resumed).history[0].superseded >= 1);
+    assert_no_duplicate_history(status(&resumed));
+}
+
+#[tokio::test]
+async fn deleting_an_object_stops_its_timers() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "deleted").await;
+    create_deployment(&env, "witness").await;
+    let rules = |low, high| {
+        [
+            ("low", "CRON_TZ=UTC */2 * * * * *", low),
+            ("high", "CRON_TZ=UTC 1/2 * * * * *", high),
+        ]
+    };
+    create(
+        &env,
+        manifest(
+            "doomed",
+            "apps/v1",
+            "Deployment",
+            "deleted",
+            "Scale",
+            &rules(2, 3),
+        ),
+    )
+    .await;
+    wait_status(&env, "doomed", "a trigger", |s| !s.history.is_empty()).await;
+    let api = env.api::<TidalScheduler>();
+    api.delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete");
+    within(PATIENCE, "deletion", async {
+        while api.get_opt("doomed").await.expect("get").is_some() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let untouched = env.api::<Deployment>().get("deleted").await.expect("get");
+
+    // A witness firing at the same instants shows time passing with the controller acting.
+    create(
+        &env,
+        manifest(
+            "witness",
+            "apps/v1",
+            "Deployment",
+            "witness",
+            "Scale",
+            &rules(4, 5),
+        ),
+    )
+    .await;
+    let start = wait_status(&env, "witness", "a trigger", |s| !s.history.is_empty()).await;
+    let first = status(&start).history[0].schedule_time.0;
+    wait_status(&env, "witness", "two more triggers", |s| {
+        s.history[0].schedule_time.0 >= first + SignedDuration::from_secs(2)
+    })
+    .await;
+    let after = env.api::<Deployment>().get("deleted").await.expect("get");
+    assert_eq!(
+        after.metadata.resource_version, untouched.metadata.resource_version,
+        "no write to the target of a deleted object"
+    );
+}
+
+#[tokio::test]
+async fn two_hundred_objects_firing_in_the_same_second_apply_exactly_once() {
+    const OBJECTS: usize = 200;
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let at = second_after(Duration::from_secs(12));
+    let cron = once_at(at);
+    let manifests: Vec<_> = (0..OBJECTS)
+        .map(|i| {
+            manifest(
+                &format!("tide-{i:03}"),
+                "apps/v1",
+                "Deployment",
+                "web",
+                "Status",
+                &[("base", DAILY_MIDNIGHT, 1), ("burst", &cron, 50)],
+            )
+        })
+        .collect();
+    let started = Timestamp::now();
+    within(Duration::from_secs(60), "creating the objects", async {
+        futures::future::join_all(manifests.into_iter().map(|m| create(&env, m))).await
+    })
+    .await;
+    let created = Timestamp::now();
+    assert!(
+        created < at,
+        "objects created before the instant (from {started} to {created})"
+    );
+
+    let api = env.api::<TidalScheduler>();
+    within(PATIENCE, "200 triggers", async {
+        loop {
+            let objects = api.list(&Default::default()).await.expect("list");
+            if objects.items.iter().all(|o| {
+                o.status
+                    .as_ref()
+                    .is_some_and(|s| entry(s, "burst", at).is_some())
+            }) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    let objects = api.list(&Default::default()).await.expect("list");
+    assert_eq!(objects.items.len(), OBJECTS);
+    for object in &objects.items {
+        let status = status(object);
+        assert_no_duplicate_history(status);
+        let burst = entry(status, "burst", at).unwrap();
+        assert!(!burst.catch_up, "on time");
+        assert_eq!(
+            (burst.replicas, burst.result),
+            (50, TriggerResult::Succeeded)
+        );
+        assert_eq!(status.history.len(), 2);
+    }
+}
