@@ -1,6 +1,7 @@
 //! Subcommands of the `tidal-scheduler` binary.
 
 mod chart;
+mod demo;
 mod next;
 mod plan;
 mod run;
@@ -34,6 +35,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Run the controller (uses KUBECONFIG or the in-cluster configuration).
     Run(run::RunArgs),
+    /// Start a local control plane, run the controller on a sample, show triggers live.
+    Demo(demo::DemoArgs),
 }
 
 /// Runs a parsed command line; errors are printed to stderr.
@@ -43,6 +46,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Next(args) => next::run(&args, Timestamp::now()),
         Command::Plan(args) => plan::run(&args, Timestamp::now()),
         Command::Run(args) => run::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -81,6 +85,14 @@ pub enum CliError {
     /// One or more objects failed validation; the details were already printed.
     #[error("{0} invalid object(s)")]
     InvalidObjects(usize),
+    /// A step of the demo failed.
+    #[error("demo: failed to {step}: {message}")]
+    Demo {
+        /// What was being done.
+        step: &'static str,
+        /// Why it failed.
+        message: String,
+    },
     /// Writing the output failed.
     #[error("failed to write output: {0}")]
     Write(#[from] std::io::Error),

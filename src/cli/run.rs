@@ -26,7 +26,7 @@ pub struct RunArgs {
 
 /// Runs the controller until SIGINT or SIGTERM.
 pub fn run(args: RunArgs) -> Result<(), CliError> {
-    telemetry::init_logs(args.log_format).map_err(|e| CliError::Argument(e.to_string()))?;
+    telemetry::init_logs(args.log_format, "info").map_err(|e| CliError::Argument(e.to_string()))?;
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let client = Client::try_default().await.map_err(|error| {

@@ -1,5 +1,4 @@
-//! Logs: structured, to stderr, as text or JSON lines, filtered by `RUST_LOG`
-//! (default `info`).
+//! Logs: structured, to stderr, as text or JSON lines, filtered by `RUST_LOG`.
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
@@ -24,11 +23,11 @@ pub enum TelemetryError {
     Install(String),
 }
 
-/// Installs the global log subscriber.
-pub fn init_logs(format: LogFormat) -> Result<(), TelemetryError> {
+/// Installs the global log subscriber; `default` filters when `RUST_LOG` is unset.
+pub fn init_logs(format: LogFormat, default: &str) -> Result<(), TelemetryError> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(directives) if !directives.is_empty() => EnvFilter::try_new(directives)?,
-        _ => EnvFilter::new("info"),
+        _ => EnvFilter::try_new(default)?,
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -101,9 +101,7 @@ pub async fn wait_status(
         name,
         what,
         move |object: Option<&TidalScheduler>| {
-            object
-                .and_then(|o| o.status.as_ref())
-                .is_some_and(&test)
+            object.and_then(|o| o.status.as_ref()).is_some_and(&test)
         },
     )
     .await
