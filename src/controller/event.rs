@@ -1,14 +1,26 @@
 //! Kubernetes Events, sent off the reconcile path: a reconcile queues them and one
-//! background task publishes them (like client-go's event broadcaster), so a burst of
-//! triggers is not slowed down by as many extra API calls. A full queue drops events.
+//! background task publishes them (like client-go's event broadcaster) while no reconcile
+//! runs — or at the latest [`MAX_DEFERRAL`] after they were queued — so a burst of
+//! triggers does not compete with as many Event writes. A full queue drops events.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// Events waiting to be published; beyond this they are dropped (and logged).
 const QUEUE: usize = 4096;
+
+/// Longest an Event waits for the reconciles to go idle.
+pub const MAX_DEFERRAL: Duration = Duration::from_secs(10);
+
+/// How often the publisher looks whether reconciles went idle.
+const IDLE_POLL: Duration = Duration::from_millis(20);
 
 /// Reasons of the Events this controller emits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,19 +81,48 @@ impl Reason {
     }
 }
 
+/// An Event waiting to be published.
+struct Queued {
+    reference: ObjectReference,
+    reason: Reason,
+    note: String,
+    since: Instant,
+}
+
 /// Where reconciles queue Events.
 #[derive(Clone)]
 pub struct EventSink {
-    queue: mpsc::Sender<(ObjectReference, Reason, String)>,
+    queue: mpsc::Sender<Queued>,
+    running: Arc<AtomicUsize>,
+}
+
+/// Marks a reconcile as running until dropped; Events wait for none to run.
+pub struct Running(Arc<AtomicUsize>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl EventSink {
     /// Starts the publishing task; it ends when every sink is dropped.
     pub fn spawn(client: Client, reporter: Reporter) -> EventSink {
-        let (queue, mut pending) = mpsc::channel::<(ObjectReference, Reason, String)>(QUEUE);
+        let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
+        let running = Arc::new(AtomicUsize::new(0));
         let recorder = Recorder::new(client, reporter);
+        let reconciles = running.clone();
         tokio::spawn(async move {
-            while let Some((reference, reason, note)) = pending.recv().await {
+            while let Some(queued) = pending.recv().await {
+                let Queued {
+                    reference,
+                    reason,
+                    note,
+                    since,
+                } = queued;
+                while reconciles.load(Ordering::Relaxed) > 0 && since.elapsed() < MAX_DEFERRAL {
+                    tokio::time::sleep(IDLE_POLL).await;
+                }
                 let event = Event {
                     type_: reason.severity(),
                     reason: reason.as_str().to_owned(),
@@ -94,16 +135,24 @@ impl EventSink {
                 }
             }
         });
-        EventSink { queue }
+        EventSink { queue, running }
+    }
+
+    /// Marks a reconcile as running while the returned guard lives.
+    pub fn reconciling(&self) -> Running {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        Running(self.running.clone())
     }
 
     /// Queues an Event about `reference`.
     pub fn send(&self, reference: &ObjectReference, reason: Reason, note: String) {
-        if self
-            .queue
-            .try_send((reference.clone(), reason, note))
-            .is_err()
-        {
+        let queued = Queued {
+            reference: reference.clone(),
+            reason,
+            note,
+            since: Instant::now(),
+        };
+        if self.queue.try_send(queued).is_err() {
             tracing::warn!(reason = reason.as_str(), "event queue full: event dropped");
         }
     }

@@ -1,0 +1,397 @@
+//! Trigger latency and memory of the controller on the local control plane (etcd +
+//! kube-apiserver from the test harness).
+//!
+//! - Latency: the scheduled instant → status write acknowledged, as the controller logs it
+//!   (`trigger applied`, `lateness_ms`), with 1, 100 and 1,000 TidalSchedulers firing in
+//!   the same second; next to a baseline of the same number of plain status patches sent
+//!   at the same instants by a bare client with the same concurrency (the physical limit
+//!   of this machine).
+//! - Memory: the controller's resident set with 10,000 TidalSchedulers of 5 rules each.
+//!
+//! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; the README keeps
+//! them). `TIDAL_BENCH_OBJECTS=N` runs only the latency case of N objects;
+//! `TIDAL_BENCH_SKIP_RSS=1` skips the 10,000-object part.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::{StreamExt, stream};
+use jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tidal_scheduler::api::{TidalScheduler, TidalSchedulerStatus, validate};
+use tidal_scheduler::controller::plan::{self, Facts, Written};
+
+use common::cluster::{TestEnv, control_plane};
+use common::fixtures::deployment;
+use common::process::Process;
+use common::tide::{manifest, once_at, second_after, sleep_past};
+
+/// The controller's `--concurrency`, also the baseline's.
+const CONCURRENCY: usize = 64;
+
+const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let control_plane = control_plane();
+    println!("control plane: {}", control_plane.kubeconfig().display());
+    println!(
+        "\ntrigger latency, scheduled instant -> status write acknowledged (ms); concurrency {CONCURRENCY}"
+    );
+    println!(
+        "{:>7} {:>7} | {:>28} | {:>28} | {:>9}",
+        "objects", "samples", "controller p50 / p99 / max", "baseline p50 / p99 / max", "p99 ratio"
+    );
+    let only: Option<usize> = std::env::var("TIDAL_BENCH_OBJECTS")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    for (objects, rounds, spacing) in [(1, 20, 1), (100, 5, 4), (1000, 3, 8)] {
+        if only.is_some_and(|only| only != objects) {
+            continue;
+        }
+        let baseline = baseline(objects, rounds, spacing).await?;
+        let controller = controller(objects, rounds, spacing).await?;
+        let (c, b) = (summary(&controller), summary(&baseline));
+        println!(
+            "{objects:>7} {:>7} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.2}x",
+            controller.len(),
+            c.0,
+            c.1,
+            c.2,
+            b.0,
+            b.1,
+            b.2,
+            c.1 / b.1
+        );
+    }
+    if std::env::var_os("TIDAL_BENCH_SKIP_RSS").is_none() {
+        memory(10_000).await?;
+    }
+    Ok(())
+}
+
+/// p50, p99, max of `samples`.
+fn summary(samples: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1];
+    (at(0.50), at(0.99), at(1.0))
+}
+
+/// Rules of the latency objects: a base level, then one rule per round, `spacing`
+/// seconds apart from `first`.
+fn round_rules(first: Timestamp, rounds: usize, spacing: i64) -> Vec<(String, String, i32)> {
+    let mut rules = vec![("base".to_owned(), DAILY_MIDNIGHT.to_owned(), 1)];
+    for round in 0..rounds {
+        let at = first + SignedDuration::from_secs(spacing * round as i64);
+        rules.push((format!("round-{round}"), once_at(at), 10 + round as i32));
+    }
+    rules
+}
+
+fn tide_manifest(name: &str, rules: &[(String, String, i32)]) -> Value {
+    let borrowed: Vec<(&str, &str, i32)> = rules
+        .iter()
+        .map(|(n, c, r)| (n.as_str(), c.as_str(), *r))
+        .collect();
+    manifest(name, "apps/v1", "Deployment", "web", "Status", &borrowed)
+}
+
+async fn create_all(env: &TestEnv, manifests: Vec<Value>) -> anyhow::Result<()> {
+    let api = env.api::<TidalScheduler>();
+    let results: Vec<_> = stream::iter(manifests)
+        .map(|m| {
+            let api = api.clone();
+            async move {
+                let object: TidalScheduler = serde_json::from_value(m)?;
+                api.create(&PostParams::default(), &object).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// The first round's instant, far enough ahead to create `objects` objects first.
+fn first_instant(objects: usize) -> Timestamp {
+    second_after(Duration::from_secs(8) + Duration::from_millis(25 * objects as u64))
+}
+
+/// Plain status patches by a bare client at each round's instant.
+async fn baseline(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result<Vec<f64>> {
+    let env = TestEnv::new().await;
+    let first = first_instant(objects);
+    let rules = round_rules(first, rounds, spacing);
+    let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:04}")).collect();
+    create_all(
+        &env,
+        names.iter().map(|n| tide_manifest(n, &rules)).collect(),
+    )
+    .await?;
+    let api = env.api::<TidalScheduler>();
+    let stored = api.list(&ListParams::default()).await?.items;
+    // The status each object would have, written once untimed (the controller's create-time
+    // catch-up), then evolved round by round: the same bodies the controller writes.
+    let mut statuses: Vec<TidalSchedulerStatus> = Vec::new();
+    for object in &stored {
+        let status = next_status(
+            object,
+            &TidalSchedulerStatus::default(),
+            Timestamp::now(),
+            None,
+        );
+        patch_status(&api, object, &status).await?;
+        statuses.push(status);
+    }
+    anyhow::ensure!(
+        Timestamp::now() < first,
+        "baseline objects created too late"
+    );
+    let mut samples = Vec::new();
+    for round in 0..rounds {
+        let at = first + SignedDuration::from_secs(spacing * round as i64);
+        let bodies: Vec<(&TidalScheduler, TidalSchedulerStatus)> = stored
+            .iter()
+            .zip(&statuses)
+            .map(|(object, old)| (object, next_status(object, old, at, Some(at))))
+            .collect();
+        sleep_past(at - SignedDuration::from_millis(50)).await;
+        let acks: Vec<anyhow::Result<f64>> = stream::iter(&bodies)
+            .map(|(object, status)| {
+                let api = api.clone();
+                async move {
+                    patch_status(&api, object, status).await?;
+                    Ok(Timestamp::now().duration_since(at).as_secs_f64() * 1000.0)
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for ack in acks {
+            samples.push(ack?);
+        }
+        statuses = bodies.into_iter().map(|(_, status)| status).collect();
+    }
+    Ok(samples)
+}
+
+async fn patch_status(
+    api: &Api<TidalScheduler>,
+    object: &TidalScheduler,
+    status: &TidalSchedulerStatus,
+) -> anyhow::Result<()> {
+    let body = json!({ "status": status });
+    api.patch_status(
+        &object.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The status the controller would write for `object` at `at`, after `old`.
+fn next_status(
+    object: &TidalScheduler,
+    old: &TidalSchedulerStatus,
+    at: Timestamp,
+    armed: Option<Timestamp>,
+) -> TidalSchedulerStatus {
+    let valid = validate(object, at).expect("valid object");
+    let created = object.creation_timestamp().map_or(at, |t| t.0);
+    let facts = Facts {
+        status: old,
+        created,
+        suspended: false,
+        armed,
+    };
+    let plan = plan::plan(&valid.tide, facts, at);
+    let written = Written {
+        generation: object.metadata.generation,
+        history_limit: object.spec.history_limit,
+        warnings: &[],
+        problem: None,
+        now: at,
+    };
+    plan::status_after(old, &plan, written)
+}
+
+/// The controller's `lateness_ms` of on-time triggers, read from its JSON log.
+async fn controller(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result<Vec<f64>> {
+    let env = TestEnv::new().await;
+    env.api()
+        .create(&PostParams::default(), &deployment("web"))
+        .await?;
+    let controller = run_controller(&env);
+    let first = first_instant(objects);
+    let rules = round_rules(first, rounds, spacing);
+    let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:04}")).collect();
+    create_all(
+        &env,
+        names.iter().map(|n| tide_manifest(n, &rules)).collect(),
+    )
+    .await?;
+    wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
+    anyhow::ensure!(
+        Timestamp::now() < first,
+        "controller objects not reconciled before the first instant"
+    );
+    let last = first + SignedDuration::from_secs(spacing * (rounds as i64 - 1));
+    let last_rule = format!("round-{}", rounds - 1);
+    let cpu_before = cpu_seconds(&controller)?;
+    wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |s| {
+        s.last_triggered_rule.as_deref() == Some(last_rule.as_str())
+    })
+    .await?;
+    let cpu = cpu_seconds(&controller)? - cpu_before;
+    eprintln!(
+        "controller CPU during the {objects}-object rounds: {cpu:.2} s ({:.2} ms per trigger)",
+        cpu * 1000.0 / (objects * rounds) as f64
+    );
+    let samples = applied_latencies(&controller, first, last);
+    anyhow::ensure!(
+        samples.len() == objects * rounds,
+        "expected {} on-time triggers in the log, found {}",
+        objects * rounds,
+        samples.len()
+    );
+    Ok(samples)
+}
+
+fn run_controller(env: &TestEnv) -> Process {
+    let concurrency = CONCURRENCY.to_string();
+    env.run_binary(
+        "controller",
+        &[
+            "run",
+            "--namespace",
+            &env.namespace,
+            "--concurrency",
+            &concurrency,
+            "--log-format",
+            "json",
+        ],
+    )
+}
+
+/// User + system CPU time of `process` so far, in seconds.
+fn cpu_seconds(process: &Process) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", process.pid()))?;
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    // After the command: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    Ok(ticks / 100.0)
+}
+
+/// Waits until `objects` objects have a status satisfying `done`.
+async fn wait_all_reconciled(
+    api: &Api<TidalScheduler>,
+    objects: usize,
+    done: impl Fn(&TidalSchedulerStatus) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let mut ready = 0;
+        let mut params = ListParams::default().limit(500);
+        loop {
+            let page = api.list(&params).await?;
+            ready += page
+                .items
+                .iter()
+                .filter(|o| o.status.as_ref().is_some_and(&done))
+                .count();
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => break,
+            }
+        }
+        if ready == objects {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "only {ready} of {objects} objects reconciled after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `lateness_ms` of the log's on-time `trigger applied` lines scheduled in `[first, last]`.
+fn applied_latencies(controller: &Process, first: Timestamp, last: Timestamp) -> Vec<f64> {
+    let mut seen = HashSet::new();
+    controller
+        .log()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["message"] == "trigger applied" && line["catch_up"] == false)
+        .filter(|line| {
+            line["schedule_time"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t >= first && t <= last)
+        })
+        .filter(|line| seen.insert((line["tidal"].to_string(), line["schedule_time"].to_string())))
+        .filter_map(|line| line["lateness_ms"].as_f64())
+        .collect()
+}
+
+/// The controller's resident memory with `objects` objects of 5 rules each.
+async fn memory(objects: usize) -> anyhow::Result<()> {
+    let env = TestEnv::new().await;
+    env.api()
+        .create(&PostParams::default(), &deployment("web"))
+        .await?;
+    let controller = run_controller(&env);
+    let rules: Vec<(String, String, i32)> = [
+        ("morning", "CRON_TZ=Asia/Shanghai 0 0 8 * * MON-FRI", 20),
+        ("lunch", "CRON_TZ=Asia/Shanghai 0 30 11 * * MON-FRI", 40),
+        ("evening", "CRON_TZ=Asia/Shanghai 0 0 19-21 * * *", 60),
+        ("night", "CRON_TZ=Asia/Shanghai 0 0 23 * * *", 5),
+        ("weekend", "CRON_TZ=Asia/Shanghai 0 0 10 * * SAT,SUN", 15),
+    ]
+    .iter()
+    .map(|(n, c, r)| (n.to_string(), c.to_string(), *r))
+    .collect();
+    let started = std::time::Instant::now();
+    let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:05}")).collect();
+    create_all(
+        &env,
+        names.iter().map(|n| tide_manifest(n, &rules)).collect(),
+    )
+    .await?;
+    wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |s| {
+        s.observed_generation.is_some()
+    })
+    .await?;
+    let elapsed = started.elapsed();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", controller.pid()))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    println!(
+        "\nmemory with {objects} TidalSchedulers of 5 rules (all reconciled after {:.0} s): \
+         RSS {:.1} MiB, peak {:.1} MiB",
+        elapsed.as_secs_f64(),
+        field("VmRSS:"),
+        field("VmHWM:")
+    );
+    Ok(())
+}
