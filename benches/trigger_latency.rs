@@ -9,8 +9,9 @@
 //! - Memory: the controller's resident set with 10,000 TidalSchedulers of 5 rules each.
 //!
 //! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; the README keeps
-//! them). `TIDAL_BENCH_OBJECTS=N` runs only the latency case of N objects;
-//! `TIDAL_BENCH_SKIP_RSS=1` skips the 10,000-object part.
+//! them). `TIDAL_BENCH_OBJECTS=N` runs only the latency case of N objects (0: none);
+//! `TIDAL_BENCH_SKIP_RSS=1` skips the 10,000-object part; `TIDAL_BENCH_BASELINE_WATCH=1`
+//! keeps a watch open on the baseline's objects, as the controller has on its own.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -128,6 +129,13 @@ fn first_instant(objects: usize) -> Timestamp {
 /// Plain status patches by a bare client at each round's instant.
 async fn baseline(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result<Vec<f64>> {
     let env = TestEnv::new().await;
+    let _watching = std::env::var_os("TIDAL_BENCH_BASELINE_WATCH").map(|_| {
+        let api = env.api::<TidalScheduler>();
+        tokio::spawn(async move {
+            let mut events = kube::runtime::watcher(api, Default::default()).boxed();
+            while events.next().await.is_some() {}
+        })
+    });
     let first = first_instant(objects);
     let rules = round_rules(first, rounds, spacing);
     let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:04}")).collect();

@@ -26,9 +26,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
 pub use context::{Context, WriteGate};
@@ -108,7 +108,13 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
         .debounce(Duration::ZERO);
     let mut stores = Vec::new();
     let controllers = apis.into_iter().map(|api| {
-        let controller = Controller::new(api, watcher::Config::default())
+        let (reader, writer) = reflector::store();
+        let objects = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim)
+            .reflect(writer)
+            .applied_objects();
+        let controller = Controller::for_stream(objects, reader)
             .with_config(config.clone())
             .graceful_shutdown_on(changed_to_true(shutdown.clone()));
         stores.push(controller.store());
@@ -128,6 +134,16 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
         () = forget_deleted(ctx.clone(), stores) => {}
     }
     tracing::info!("controller stopped");
+}
+
+/// Drops what the controller never reads from a cached object: managedFields and
+/// kubectl's last-applied annotation are most of an object's size (measured: without
+/// them the cache of 10,000 objects takes a fraction of the memory).
+fn slim(object: &mut TidalScheduler) {
+    object.managed_fields_mut().clear();
+    object
+        .annotations_mut()
+        .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
 /// Drops, now and then, the memory of objects gone from every watch cache.
