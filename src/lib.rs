@@ -9,17 +9,26 @@
 //!                                 cron grammar,      into Cron +        conflicts,
 //!                                 zones)             replicas)          superseded count
 //!                                                         │
-//!                        cli: `next`, `plan` ◄────────────┘
+//!                        cli: `next`, `plan` ◄────────────┤
+//!                                                         │
+//!   watch (cache) ──► controller::reconcile ──► plan at now ──► status patch (guarded
+//!                      (one timer per object)                   by resourceVersion),
+//!                                                               /scale or HPA floor,
+//!                                                               Events
 //! ```
 //!
 //! Modules:
 //! - [`schedule`]: cron grammar (robfig/cron v3), bundled time zones, DST policy, fire
 //!   times, the tide level. Pure: no clock reads, no Kubernetes types.
 //! - [`api`]: the `scheduling.tidal.io/v1alpha1` types, the CRD, and spec validation.
+//! - [`controller`]: `tidal-scheduler run` — keeps status (and in Scale mode the target)
+//!   at the tide level now, requeueing for the next fire instant.
+//! - [`clock`]: the one place that reads the wall clock.
+//! - [`telemetry`]: log output.
 //! - [`cli`]: the subcommands of the `tidal-scheduler` binary.
 //!
 //! Each module has its own error type ([`schedule::CronError`], [`api::SpecProblem`],
-//! [`cli::CliError`]); messages name the field and the problem.
+//! [`controller::Error`], [`cli::CliError`]); messages name the field and the problem.
 #![forbid(unsafe_code)]
 
 pub mod api;

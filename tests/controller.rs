@@ -31,6 +31,46 @@ async fn create_deployment(env: &TestEnv, name: &str) {
         .expect("create Deployment");
 }
 
+/// Creates `name` (Status mode, target Deployment `web`) with the daily base rule and
+/// waits until the controller has reconciled it: the controller is up and acting.
+async fn create_running(env: &TestEnv, name: &str) {
+    create(
+        env,
+        manifest(
+            name,
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &[("base", DAILY_MIDNIGHT, 1)],
+        ),
+    )
+    .await;
+    wait_status(env, name, "the first reconcile", |s| {
+        s.observed_generation == Some(1)
+    })
+    .await;
+}
+
+/// Replaces the rules of `name` (merge patch) and waits until the controller saw the edit.
+async fn set_rules(env: &TestEnv, name: &str, rules: &[(&str, &str, i32)]) {
+    let rules: Vec<_> = rules
+        .iter()
+        .map(|(rule, cron, replicas)| json!({ "name": rule, "cron": cron, "replicas": replicas }))
+        .collect();
+    let edit = json!({ "spec": { "triggers": { "times": { "rules": rules } } } });
+    let edited = env
+        .api::<TidalScheduler>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit the rules");
+    let generation = edited.metadata.generation;
+    wait_status(env, name, "the edit reconciled", move |s| {
+        s.observed_generation == generation
+    })
+    .await;
+}
+
 async fn deployment_replicas(env: &TestEnv, name: &str, replicas: i32) -> Deployment {
     wait_for(
         &env.api::<Deployment>(),
@@ -126,24 +166,21 @@ async fn a_rule_fires_on_time_with_correct_fields() {
     let env = TestEnv::new().await;
     let _controller = start_controller(&env, "controller");
     create_deployment(&env, "web").await;
+    create_running(&env, "web").await;
     let at = second_after(Duration::from_millis(2500));
     let soon = once_at(at);
-    create(
+    set_rules(
         &env,
-        manifest(
-            "web",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Status",
-            &[("base", DAILY_MIDNIGHT, 1), ("soon", &soon, 7)],
-        ),
+        "web",
+        &[("base", DAILY_MIDNIGHT, 1), ("soon", &soon, 7)],
     )
     .await;
-    let object = wait_status(&env, "web", "the first trigger", |s| {
-        s.next_trigger_rule.as_deref() == Some("soon")
-    })
-    .await;
+    let object = env.api::<TidalScheduler>().get("web").await.expect("get");
+    assert!(
+        Timestamp::now() < at,
+        "the edit took the controller past the instant"
+    );
+    assert_eq!(status(&object).next_trigger_rule.as_deref(), Some("soon"));
     assert_eq!(status(&object).next_trigger_time.as_ref().unwrap().0, at);
     assert_eq!(status(&object).desired_replicas, Some(1));
 
@@ -211,24 +248,15 @@ async fn colliding_rules_resolve_to_the_max_and_are_reported() {
     let env = TestEnv::new().await;
     let _controller = start_controller(&env, "controller");
     create_deployment(&env, "web").await;
+    create_running(&env, "web").await;
     let at = second_after(Duration::from_secs(3));
     let cron = once_at(at);
-    create(
-        &env,
-        manifest(
-            "web",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Status",
-            &[
-                ("base", DAILY_MIDNIGHT, 1),
-                ("small", &cron, 4),
-                ("large", &cron, 9),
-            ],
-        ),
-    )
-    .await;
+    let rules = [
+        ("base", DAILY_MIDNIGHT, 1),
+        ("small", cron.as_str(), 4),
+        ("large", cron.as_str(), 9),
+    ];
+    set_rules(&env, "web", &rules).await;
     let ahead = wait_status(&env, "web", "the collision ahead", |s| {
         s.next_trigger_time.as_ref().is_some_and(|t| t.0 == at)
     })
@@ -847,27 +875,36 @@ async fn two_hundred_objects_firing_in_the_same_second_apply_exactly_once() {
         futures::future::join_all(manifests.into_iter().map(|m| create(&env, m))).await
     })
     .await;
-    let created = Timestamp::now();
-    assert!(
-        created < at,
-        "objects created before the instant (from {started} to {created})"
-    );
-
     let api = env.api::<TidalScheduler>();
-    within(PATIENCE, "200 triggers", async {
-        loop {
-            let objects = api.list(&Default::default()).await.expect("list");
-            if objects.items.iter().all(|o| {
-                o.status
-                    .as_ref()
-                    .is_some_and(|s| entry(s, "burst", at).is_some())
-            }) {
-                break;
+    let all_have = |test: fn(&TidalScheduler) -> bool| {
+        let api = api.clone();
+        async move {
+            loop {
+                let objects = api.list(&Default::default()).await.expect("list");
+                if objects.items.len() == OBJECTS && objects.items.iter().all(test) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-    })
-    .await;
+    };
+    let first_reconcile = |o: &TidalScheduler| {
+        o.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == Some(1))
+    };
+    within(PATIENCE, "200 first reconciles", all_have(first_reconcile)).await;
+    let reconciled = Timestamp::now();
+    assert!(
+        reconciled < at,
+        "objects created and reconciled before the instant (from {started} to {reconciled})"
+    );
+    let burst_recorded = |o: &TidalScheduler| {
+        o.status
+            .as_ref()
+            .is_some_and(|s| s.history.iter().any(|h| h.rule == "burst"))
+    };
+    within(PATIENCE, "200 triggers", all_have(burst_recorded)).await;
     let objects = api.list(&Default::default()).await.expect("list");
     assert_eq!(objects.items.len(), OBJECTS);
     for object in &objects.items {
