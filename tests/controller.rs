@@ -919,3 +919,70 @@ async fn two_hundred_objects_firing_in_the_same_second_apply_exactly_once() {
         assert_eq!(status.history.len(), 2);
     }
 }
+
+#[tokio::test]
+async fn a_rejected_write_is_apply_failed_recorded_once_and_retried() {
+    let env = TestEnv::new().await;
+    let _controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let hpas: Api<HorizontalPodAutoscaler> = env.api();
+    hpas.create(&PostParams::default(), &hpa("web-hpa", "web"))
+        .await
+        .expect("create HPA");
+    // An HPA's minReplicas must be at least 1: the API server rejects a level of 0.
+    let floor = |replicas| {
+        manifest(
+            "floor",
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            "web-hpa",
+            "Scale",
+            &[("base", DAILY_MIDNIGHT, replicas)],
+        )
+    };
+    create(&env, floor(0)).await;
+    let failed = wait_status(&env, "floor", "ApplyFailed", |s| {
+        ready_reason_is(s, "ApplyFailed")
+    })
+    .await;
+    let status_failed = status(&failed).clone();
+    let (ready, _, message) = ready(&status_failed);
+    assert_eq!(ready, "False");
+    assert!(
+        message.contains("failed to set minReplicas of HorizontalPodAutoscaler web-hpa"),
+        "{message}"
+    );
+    assert_eq!(status_failed.history.len(), 1);
+    assert_eq!(status_failed.history[0].result, TriggerResult::Failed);
+    assert_eq!(
+        status_failed.desired_replicas,
+        Some(0),
+        "the level stays the desired state"
+    );
+    wait_event(&env, "floor", "ApplyFailed", "minReplicas").await;
+
+    // Fixing the level: it lands, Ready recovers, and no second entry is recorded.
+    let fix = json!({ "spec": { "triggers": { "times": { "rules": [
+        { "name": "base", "cron": DAILY_MIDNIGHT, "replicas": 2 },
+    ]}}}});
+    env.api::<TidalScheduler>()
+        .patch("floor", &PatchParams::default(), &Patch::Merge(&fix))
+        .await
+        .expect("edit replicas");
+    wait_for(
+        &hpas,
+        "web-hpa",
+        "minReplicas 2",
+        |h: Option<&HorizontalPodAutoscaler>| {
+            h.and_then(|h| h.spec.as_ref())
+                .is_some_and(|s| s.min_replicas == Some(2))
+        },
+    )
+    .await;
+    let recovered = wait_status(&env, "floor", "TriggerActive", |s| {
+        ready_reason_is(s, "TriggerActive")
+    })
+    .await;
+    assert_eq!(status(&recovered).history, status_failed.history);
+    wait_event(&env, "floor", "Recovered", "rule base").await;
+}
