@@ -121,6 +121,23 @@ async fn create_all(env: &TestEnv, manifests: Vec<Value>) -> anyhow::Result<()> 
     results.into_iter().collect()
 }
 
+/// Creates `objects` objects whose rules fire at `rounds` instants `spacing` seconds apart;
+/// returns the first instant.
+async fn create_round_objects(
+    env: &TestEnv,
+    objects: usize,
+    rounds: usize,
+    spacing: i64,
+) -> anyhow::Result<Timestamp> {
+    let first = first_instant(objects);
+    let rules = round_rules(first, rounds, spacing);
+    let manifests = (0..objects)
+        .map(|i| tide_manifest(&format!("tide-{i:04}"), &rules))
+        .collect();
+    create_all(env, manifests).await?;
+    Ok(first)
+}
+
 /// The first round's instant, far enough ahead to create `objects` objects first.
 fn first_instant(objects: usize) -> Timestamp {
     second_after(Duration::from_secs(8) + Duration::from_millis(25 * objects as u64))
@@ -136,14 +153,7 @@ async fn baseline(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result
             while events.next().await.is_some() {}
         })
     });
-    let first = first_instant(objects);
-    let rules = round_rules(first, rounds, spacing);
-    let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:04}")).collect();
-    create_all(
-        &env,
-        names.iter().map(|n| tide_manifest(n, &rules)).collect(),
-    )
-    .await?;
+    let first = create_round_objects(&env, objects, rounds, spacing).await?;
     let api = env.api::<TidalScheduler>();
     let stored = api.list(&ListParams::default()).await?.items;
     // The status each object would have, written once untimed (the controller's create-time
@@ -239,14 +249,7 @@ async fn controller(objects: usize, rounds: usize, spacing: i64) -> anyhow::Resu
         .create(&PostParams::default(), &deployment("web"))
         .await?;
     let controller = run_controller(&env);
-    let first = first_instant(objects);
-    let rules = round_rules(first, rounds, spacing);
-    let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:04}")).collect();
-    create_all(
-        &env,
-        names.iter().map(|n| tide_manifest(n, &rules)).collect(),
-    )
-    .await?;
+    let first = create_round_objects(&env, objects, rounds, spacing).await?;
     wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
     anyhow::ensure!(
         Timestamp::now() < first,

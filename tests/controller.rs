@@ -24,6 +24,20 @@ use common::tide::*;
 
 const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
 
+/// A manifest whose one rule, `base`, sets `replicas` daily at midnight UTC, on the target
+/// `(apiVersion, kind, name)`.
+fn daily(name: &str, target: (&str, &str, &str), apply: &str, replicas: i32) -> serde_json::Value {
+    let (api_version, kind, target) = target;
+    manifest(
+        name,
+        api_version,
+        kind,
+        target,
+        apply,
+        &[("base", DAILY_MIDNIGHT, replicas)],
+    )
+}
+
 async fn create_deployment(env: &TestEnv, name: &str) {
     env.api::<Deployment>()
         .create(&PostParams::default(), &deployment(name))
@@ -36,14 +50,7 @@ async fn create_deployment(env: &TestEnv, name: &str) {
 async fn create_running(env: &TestEnv, name: &str) {
     create(
         env,
-        manifest(
-            name,
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Status",
-            &[("base", DAILY_MIDNIGHT, 1)],
-        ),
+        daily(name, ("apps/v1", "Deployment", "web"), "Status", 1),
     )
     .await;
     wait_status(env, name, "the first reconcile", |s| {
@@ -69,6 +76,16 @@ async fn set_rules(env: &TestEnv, name: &str, rules: &[(&str, &str, i32)]) {
         s.observed_generation == generation
     })
     .await;
+}
+
+/// Creates the Deployment `web` and the HPA `web-hpa` (1 to 20) scaling it.
+async fn create_deployment_with_hpa(env: &TestEnv) -> Api<HorizontalPodAutoscaler> {
+    create_deployment(env, "web").await;
+    let hpas: Api<HorizontalPodAutoscaler> = env.api();
+    hpas.create(&PostParams::default(), &hpa("web-hpa", "web"))
+        .await
+        .expect("create HPA");
+    hpas
 }
 
 async fn deployment_replicas(env: &TestEnv, name: &str, replicas: i32) -> Deployment {
@@ -210,14 +227,7 @@ async fn editing_the_rule_in_effect_applies_at_once() {
     create_deployment(&env, "web").await;
     create(
         &env,
-        manifest(
-            "web",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Scale",
-            &[("base", DAILY_MIDNIGHT, 3)],
-        ),
+        daily("web", ("apps/v1", "Deployment", "web"), "Scale", 3),
     )
     .await;
     deployment_replicas(&env, "web", 3).await;
@@ -359,14 +369,7 @@ async fn scale_mode_writes_deployments_stateful_sets_and_custom_resources() {
     ] {
         create(
             &env,
-            manifest(
-                name,
-                api_version,
-                kind,
-                target,
-                "Scale",
-                &[("base", DAILY_MIDNIGHT, replicas)],
-            ),
+            daily(name, (api_version, kind, target), "Scale", replicas),
         )
         .await;
     }
@@ -401,22 +404,16 @@ async fn scale_mode_writes_deployments_stateful_sets_and_custom_resources() {
 async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
     let env = TestEnv::new().await;
     let _controller = start_controller(&env, "controller");
-    create_deployment(&env, "web").await;
-    let hpas: Api<HorizontalPodAutoscaler> = env.api();
-    hpas.create(&PostParams::default(), &hpa("web-hpa", "web"))
-        .await
-        .expect("create HPA");
+    let hpas = create_deployment_with_hpa(&env).await;
 
     // The HPA as target: minReplicas follows the level; maxReplicas (20) is raised to 25.
     create(
         &env,
-        manifest(
+        daily(
             "floor",
-            "autoscaling/v2",
-            "HorizontalPodAutoscaler",
-            "web-hpa",
+            ("autoscaling/v2", "HorizontalPodAutoscaler", "web-hpa"),
             "Scale",
-            &[("base", DAILY_MIDNIGHT, 25)],
+            25,
         ),
     )
     .await;
@@ -435,14 +432,7 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
     // The Deployment the HPA manages, written in Scale mode: a Warning.
     create(
         &env,
-        manifest(
-            "direct",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Scale",
-            &[("base", DAILY_MIDNIGHT, 3)],
-        ),
+        daily("direct", ("apps/v1", "Deployment", "web"), "Scale", 3),
     )
     .await;
     let object = wait_status(&env, "direct", "a status", |s| {
@@ -476,14 +466,7 @@ async fn a_target_without_scale_is_not_scalable() {
         .expect("create ConfigMap");
     create(
         &env,
-        manifest(
-            "web",
-            "v1",
-            "ConfigMap",
-            "settings",
-            "Scale",
-            &[("base", DAILY_MIDNIGHT, 3)],
-        ),
+        daily("web", ("v1", "ConfigMap", "settings"), "Scale", 3),
     )
     .await;
     let object = wait_status(&env, "web", "TargetNotScalable", |s| {
@@ -507,14 +490,7 @@ async fn a_missing_target_that_appears_later_gets_the_level() {
     let _controller = start_controller(&env, "controller");
     create(
         &env,
-        manifest(
-            "web",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Scale",
-            &[("base", DAILY_MIDNIGHT, 6)],
-        ),
+        daily("web", ("apps/v1", "Deployment", "web"), "Scale", 6),
     )
     .await;
     let object = wait_status(&env, "web", "TargetNotFound", |s| {
@@ -574,24 +550,10 @@ async fn invalid_specs_are_reported_and_other_objects_keep_being_served() {
         )
         .await;
     }
-    let mut elsewhere = manifest(
-        "elsewhere",
-        "apps/v1",
-        "Deployment",
-        "web",
-        "Status",
-        &[("base", DAILY_MIDNIGHT, 1)],
-    );
+    let mut elsewhere = daily("elsewhere", ("apps/v1", "Deployment", "web"), "Status", 1);
     elsewhere["spec"]["targetRef"]["namespace"] = json!("kube-system");
     create(&env, elsewhere).await;
-    let mut unlabelled = manifest(
-        "unlabelled",
-        "apps/v1",
-        "Deployment",
-        "web",
-        "Status",
-        &[("base", DAILY_MIDNIGHT, 2)],
-    );
+    let mut unlabelled = daily("unlabelled", ("apps/v1", "Deployment", "web"), "Status", 2);
     unlabelled["metadata"]
         .as_object_mut()
         .unwrap()
@@ -599,14 +561,7 @@ async fn invalid_specs_are_reported_and_other_objects_keep_being_served() {
     create(&env, unlabelled).await;
     create(
         &env,
-        manifest(
-            "fine",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Status",
-            &[("base", DAILY_MIDNIGHT, 3)],
-        ),
+        daily("fine", ("apps/v1", "Deployment", "web"), "Status", 3),
     )
     .await;
 
@@ -924,20 +879,14 @@ async fn two_hundred_objects_firing_in_the_same_second_apply_exactly_once() {
 async fn a_rejected_write_is_apply_failed_recorded_once_and_retried() {
     let env = TestEnv::new().await;
     let _controller = start_controller(&env, "controller");
-    create_deployment(&env, "web").await;
-    let hpas: Api<HorizontalPodAutoscaler> = env.api();
-    hpas.create(&PostParams::default(), &hpa("web-hpa", "web"))
-        .await
-        .expect("create HPA");
+    let hpas = create_deployment_with_hpa(&env).await;
     // An HPA's minReplicas must be at least 1: the API server rejects a level of 0.
     let floor = |replicas| {
-        manifest(
+        daily(
             "floor",
-            "autoscaling/v2",
-            "HorizontalPodAutoscaler",
-            "web-hpa",
+            ("autoscaling/v2", "HorizontalPodAutoscaler", "web-hpa"),
             "Scale",
-            &[("base", DAILY_MIDNIGHT, replicas)],
+            replicas,
         )
     };
     create(&env, floor(0)).await;

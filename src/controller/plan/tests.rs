@@ -53,6 +53,16 @@ fn step(
     (plan, status)
 }
 
+/// The first reconcile of a new object at :06 (level: `odd`, fired at :05).
+fn created_at_06() -> (Plan, TidalSchedulerStatus) {
+    step(
+        &tide(),
+        &TidalSchedulerStatus::default(),
+        None,
+        "2026-01-01T00:00:06Z",
+    )
+}
+
 fn ready(status: &TidalSchedulerStatus) -> &Condition {
     status.conditions.iter().find(|c| c.type_ == READY).unwrap()
 }
@@ -94,12 +104,7 @@ fn a_new_object_gets_the_level_in_effect_as_a_catch_up() {
 
 #[test]
 fn an_idle_reconcile_changes_nothing() {
-    let (_, first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, first) = created_at_06();
     let (plan, second) = step(
         &tide(),
         &first,
@@ -112,12 +117,7 @@ fn an_idle_reconcile_changes_nothing() {
 
 #[test]
 fn the_armed_trigger_is_on_time_and_recorded_once() {
-    let (_, first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, first) = created_at_06();
     let (plan, second) = step(
         &tide(),
         &first,
@@ -140,12 +140,7 @@ fn the_armed_trigger_is_on_time_and_recorded_once() {
 
 #[test]
 fn missed_instants_are_superseded_by_the_latest_once() {
-    let (_, first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, first) = created_at_06();
     // Down from :06 to :31: :10, :15, :20, :25 missed; :30 is the level.
     let (plan, after) = step(&tide(), &first, None, "2026-01-01T00:00:31Z");
     let new = plan.new_trigger.unwrap();
@@ -160,12 +155,7 @@ fn missed_instants_are_superseded_by_the_latest_once() {
 
 #[test]
 fn a_trigger_already_in_history_is_never_added_again() {
-    let (_, mut first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, mut first) = created_at_06();
     // A watermark lost by hand (an edited status) must not duplicate the entry.
     first.last_trigger_time = None;
     let (plan, second) = step(&tide(), &first, None, "2026-01-01T00:00:07Z");
@@ -175,12 +165,7 @@ fn a_trigger_already_in_history_is_never_added_again() {
 
 #[test]
 fn editing_the_replicas_in_effect_changes_the_level_without_history() {
-    let (_, first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, first) = created_at_06();
     let edited = Tide::new(vec![
         rule("even", "TZ=UTC */10 * * * * *", 3),
         rule("odd", "TZ=UTC 5/10 * * * * *", 9),
@@ -193,12 +178,7 @@ fn editing_the_replicas_in_effect_changes_the_level_without_history() {
 
 #[test]
 fn suspension_keeps_the_level_and_applies_nothing() {
-    let (_, first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, first) = created_at_06();
     let suspended = Facts {
         suspended: true,
         ..facts(&first, Some("2026-01-01T00:00:10Z"))
@@ -341,12 +321,7 @@ fn history_keeps_the_newest_entries_up_to_the_limit() {
 
 #[test]
 fn invalid_specs_keep_the_level_and_name_every_problem() {
-    let (_, first) = step(
-        &tide(),
-        &TidalSchedulerStatus::default(),
-        None,
-        "2026-01-01T00:00:06Z",
-    );
+    let (_, first) = created_at_06();
     let problems = [
         SpecProblem::HistoryLimit { value: 0 },
         SpecProblem::RuleCount { count: 0 },
