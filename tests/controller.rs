@@ -935,3 +935,69 @@ async fn a_rejected_write_is_apply_failed_recorded_once_and_retried() {
     assert_eq!(status(&recovered).history, status_failed.history);
     wait_event(&env, "floor", "Recovered", "rule base").await;
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_controller_after_running_reconciles() {
+    let env = TestEnv::new().await;
+    let mut controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    create_running(&env, "web").await;
+    controller.signal("TERM");
+    let exit = within(Duration::from_secs(30), "the controller's exit", async {
+        tokio::task::spawn_blocking(move || {
+            let status = controller.wait(Duration::from_secs(25));
+            (status, controller.log())
+        })
+        .await
+        .expect("join")
+    })
+    .await;
+    assert!(exit.0.success(), "exit {:?}; log:\n{}", exit.0, exit.1);
+    assert!(exit.1.contains("controller stopped"), "{}", exit.1);
+}
+
+#[tokio::test]
+async fn sigterm_stops_a_controller_that_cannot_reach_the_api_server() {
+    let env = TestEnv::new().await;
+    // The same credentials, but a server address nothing listens on: the first list of the
+    // cache never succeeds.
+    let kubeconfig = std::fs::read_to_string(env.control_plane().kubeconfig()).expect("kubeconfig");
+    let unreachable: String = kubeconfig
+        .lines()
+        .map(|line| {
+            if line.trim_start().starts_with("server:") {
+                "    server: https://127.0.0.1:1".to_owned()
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("logs")
+        .join(&env.namespace);
+    std::fs::create_dir_all(&dir).expect("log dir");
+    let path = dir.join("unreachable.kubeconfig");
+    std::fs::write(&path, unreachable).expect("write kubeconfig");
+    let mut command = std::process::Command::new(common::process::BINARY);
+    command
+        .args(["run", "--log-format", "json"])
+        .env("KUBECONFIG", &path);
+    let mut controller =
+        common::process::Process::spawn("controller", command, dir.join("controller.log"));
+    // Wait until it has tried (and failed) to watch, then ask it to stop.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !controller.log().contains("watching TidalSchedulers failed") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no watch failure logged:\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    controller.signal("TERM");
+    let status = tokio::task::spawn_blocking(move || controller.wait(Duration::from_secs(10)))
+        .await
+        .expect("join");
+    assert!(status.success(), "exit {status:?}");
+}

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::Error;
 use super::event::EventSink;
+use super::in_flight::InFlight;
 use super::plan::ApplyProblem;
 use super::target::Targets;
 use crate::clock::Clock;
@@ -29,6 +30,8 @@ pub struct Context {
     pub targets: Targets,
     /// Whether this process may write.
     pub acting: WriteGate,
+    /// Reconciles in progress.
+    pub in_flight: InFlight,
     memory: Mutex<HashMap<String, Memory>>,
 }
 
@@ -51,12 +54,13 @@ pub struct Memory {
 }
 
 impl Context {
-    /// A context for a controller acting as soon as it starts.
+    /// A context; `in_flight` counts its reconciles (Events wait for them).
     pub fn new(
         client: Client,
         clock: Arc<dyn Clock>,
         events: EventSink,
         acting: WriteGate,
+        in_flight: InFlight,
     ) -> Context {
         Context {
             targets: Targets::new(client.clone()),
@@ -64,6 +68,7 @@ impl Context {
             clock,
             events,
             acting,
+            in_flight,
             memory: Mutex::new(HashMap::new()),
         }
     }

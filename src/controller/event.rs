@@ -3,8 +3,6 @@
 //! runs — or at the latest [`MAX_DEFERRAL`] after they were queued — so a burst of
 //! triggers does not compete with as many Event writes. A full queue drops events.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -12,6 +10,8 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use super::in_flight::InFlight;
 
 /// Events waiting to be published; beyond this they are dropped (and logged).
 const QUEUE: usize = 4096;
@@ -93,25 +93,14 @@ struct Queued {
 #[derive(Clone)]
 pub struct EventSink {
     queue: mpsc::Sender<Queued>,
-    running: Arc<AtomicUsize>,
-}
-
-/// Marks a reconcile as running until dropped; Events wait for none to run.
-pub struct Running(Arc<AtomicUsize>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl EventSink {
-    /// Starts the publishing task; it ends when every sink is dropped.
-    pub fn spawn(client: Client, reporter: Reporter) -> EventSink {
+    /// Starts the publishing task, which waits for `reconciles` to be idle; it ends when
+    /// every sink is dropped.
+    pub fn spawn(client: Client, reporter: Reporter, reconciles: InFlight) -> EventSink {
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
-        let running = Arc::new(AtomicUsize::new(0));
         let recorder = Recorder::new(client, reporter);
-        let reconciles = running.clone();
         tokio::spawn(async move {
             while let Some(queued) = pending.recv().await {
                 let Queued {
@@ -120,7 +109,7 @@ impl EventSink {
                     note,
                     since,
                 } = queued;
-                while reconciles.load(Ordering::Relaxed) > 0 && since.elapsed() < MAX_DEFERRAL {
+                while reconciles.count() > 0 && since.elapsed() < MAX_DEFERRAL {
                     tokio::time::sleep(IDLE_POLL).await;
                 }
                 let event = Event {
@@ -135,13 +124,7 @@ impl EventSink {
                 }
             }
         });
-        EventSink { queue, running }
-    }
-
-    /// Marks a reconcile as running while the returned guard lives.
-    pub fn reconciling(&self) -> Running {
-        self.running.fetch_add(1, Ordering::Relaxed);
-        Running(self.running.clone())
+        EventSink { queue }
     }
 
     /// Queues an Event about `reference`.

@@ -15,6 +15,7 @@
 
 mod context;
 mod event;
+mod in_flight;
 pub mod plan;
 mod reconcile;
 mod target;
@@ -33,6 +34,7 @@ use tokio::sync::watch;
 
 pub use context::{Context, WriteGate};
 pub use event::EventSink;
+pub use in_flight::InFlight;
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 
 use crate::api::TidalScheduler;
@@ -40,6 +42,10 @@ use crate::clock::SystemClock;
 
 /// How often the memory of deleted objects is dropped.
 const FORGET_EVERY: Duration = Duration::from_secs(300);
+
+/// Longest wait for running reconciles after a shutdown request (Kubernetes gives a pod
+/// 30 s between SIGTERM and SIGKILL by default).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +93,14 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
         controller: "tidal-scheduler".to_owned(),
         instance: Some(settings.instance.clone()),
     };
-    let events = EventSink::spawn(client.clone(), reporter);
+    let in_flight = InFlight::default();
+    let events = EventSink::spawn(client.clone(), reporter, in_flight.clone());
     let ctx = Arc::new(Context::new(
         client.clone(),
         Arc::new(SystemClock),
         events,
         WriteGate::always_open(),
+        in_flight.clone(),
     ));
     let apis: Vec<Api<TidalScheduler>> = if settings.namespaces.is_empty() {
         vec![Api::all(client)]
@@ -121,9 +129,7 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
         controller
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|result| {
-                if let Err(error) = result {
-                    tracing::debug!(%error, "reconcile request not completed");
-                }
+                log_outcome(result.err());
                 std::future::ready(())
             })
     });
@@ -132,6 +138,7 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
     tokio::select! {
         _ = controllers => {}
         () = forget_deleted(ctx.clone(), stores) => {}
+        () = drained_after(shutdown, in_flight) => {}
     }
     tracing::info!("controller stopped");
 }
@@ -158,6 +165,40 @@ async fn forget_deleted(ctx: Arc<Context>, stores: Vec<Store<TidalScheduler>>) {
             .collect();
         ctx.forget_all_but(&existing);
         tracing::debug!(remembered = ctx.remembered(), "forgot deleted objects");
+    }
+}
+
+/// Logs what the Controller stream reports: watch failures (a missing CRD, missing RBAC,
+/// an unreachable API server) are warnings; failed reconciles were already logged by
+/// [`error_policy`]; a wake-up for a deleted object is routine.
+fn log_outcome<Q: std::fmt::Display>(error: Option<kube::runtime::controller::Error<Error, Q>>) {
+    use kube::runtime::controller::Error as Outcome;
+    match error {
+        None | Some(Outcome::ReconcilerFailed(..)) => {}
+        Some(Outcome::ObjectNotFound(object)) => {
+            tracing::debug!(%object, "wake-up for an object no longer cached");
+        }
+        Some(error @ (Outcome::QueueError(_) | Outcome::RunnerError(_))) => {
+            tracing::warn!(%error, "watching TidalSchedulers failed; retrying with backoff");
+        }
+    }
+}
+
+/// Resolves once shutdown was requested and no reconcile runs (or after
+/// [`SHUTDOWN_GRACE`]). kube-runtime's own graceful shutdown waits for the first list of
+/// the cache, which never comes while, say, the CRD is missing.
+async fn drained_after(shutdown: watch::Receiver<bool>, in_flight: InFlight) {
+    changed_to_true(shutdown).await;
+    let drained = async {
+        while in_flight.count() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
+        tracing::warn!(
+            running = in_flight.count(),
+            "reconciles still running after the grace period"
+        );
     }
 }
 

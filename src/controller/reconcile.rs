@@ -34,7 +34,7 @@ const CONFLICT_ATTEMPTS: usize = 3;
 
 /// Reconciles one TidalScheduler; on a write conflict, re-reads it and tries again.
 pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _running = ctx.events.reconciling();
+    let _counted = ctx.in_flight.enter();
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let api: Api<TidalScheduler> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut object = object;
