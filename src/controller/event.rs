@@ -10,6 +10,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::in_flight::InFlight;
 
@@ -101,7 +102,7 @@ impl EventSink {
     pub fn spawn(client: Client, reporter: Reporter, reconciles: InFlight) -> EventSink {
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
         let recorder = Recorder::new(client, reporter);
-        tokio::spawn(async move {
+        let publisher = async move {
             while let Some(queued) = pending.recv().await {
                 let Queued {
                     reference,
@@ -123,7 +124,8 @@ impl EventSink {
                     tracing::warn!(%error, reason = reason.as_str(), "failed to publish event");
                 }
             }
-        });
+        };
+        tokio::spawn(publisher.instrument(tracing::info_span!("event_publisher")));
         EventSink { queue }
     }
 
