@@ -33,6 +33,9 @@ pub struct Context {
     /// Reconciles in progress.
     pub in_flight: InFlight,
     memory: Mutex<HashMap<String, Memory>>,
+    /// Per `namespace/name`: the UID and resourceVersion of this process's last status
+    /// write, until its watch event (the echo) comes back.
+    own_writes: Mutex<HashMap<String, (String, String)>>,
 }
 
 /// What this process remembers about one object (by `namespace/name`, reset when the
@@ -70,6 +73,7 @@ impl Context {
             acting,
             in_flight,
             memory: Mutex::new(HashMap::new()),
+            own_writes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -92,6 +96,26 @@ impl Context {
     /// Drops the memory of objects that no longer exist.
     pub fn forget_all_but(&self, existing: &HashSet<String>) {
         self.lock().retain(|key, _| existing.contains(key));
+        lock(&self.own_writes).retain(|key, _| existing.contains(key));
+    }
+
+    /// Records that this process wrote `resource_version` of `key` (UID `uid`).
+    pub fn wrote(&self, key: String, uid: String, resource_version: String) {
+        lock(&self.own_writes).insert(key, (uid, resource_version));
+    }
+
+    /// Whether a watch event is the echo of this process's last write: the object is then
+    /// exactly what the reconcile that wrote it computed, and needs no new reconcile.
+    /// Each write is matched once.
+    pub fn is_echo(&self, key: &str, uid: &str, resource_version: &str) -> bool {
+        let mut own_writes = lock(&self.own_writes);
+        let echo = own_writes
+            .get(key)
+            .is_some_and(|(u, rv)| u == uid && rv == resource_version);
+        if echo {
+            own_writes.remove(key);
+        }
+        echo
     }
 
     /// Objects remembered.
@@ -100,9 +124,14 @@ impl Context {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Memory>> {
-        // A panic elsewhere cannot leave a half-written entry: inserts are single calls.
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.memory)
     }
+}
+
+/// Locks a map; a panic elsewhere cannot leave a half-written entry (inserts and removals
+/// are single calls), so a poisoned lock is still usable.
+fn lock<T>(map: &Mutex<T>) -> MutexGuard<'_, T> {
+    map.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The gate in front of every write: open while this process may act (always, without

@@ -24,7 +24,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
@@ -117,11 +117,13 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
     let mut stores = Vec::new();
     let controllers = apis.into_iter().map(|api| {
         let (reader, writer) = reflector::store();
+        let echoes = ctx.clone();
         let objects = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(slim)
             .reflect(writer)
-            .applied_objects();
+            .applied_objects()
+            .try_filter(move |object| std::future::ready(!is_echo(&echoes, object)));
         let controller = Controller::for_stream(objects, reader)
             .with_config(config.clone())
             .graceful_shutdown_on(changed_to_true(shutdown.clone()));
@@ -151,6 +153,15 @@ fn slim(object: &mut TidalScheduler) {
     object
         .annotations_mut()
         .remove("kubectl.kubernetes.io/last-applied-configuration");
+}
+
+/// Whether `object` (from the watch) is the echo of our own last status write: the cache
+/// takes it, but it triggers no reconcile (the one that wrote it already requeued).
+fn is_echo(ctx: &Context, object: &TidalScheduler) -> bool {
+    match (object.uid(), object.resource_version()) {
+        (Some(uid), Some(version)) => ctx.is_echo(&reconcile::key_of(object), &uid, &version),
+        _ => false,
+    }
 }
 
 /// Drops, now and then, the memory of objects gone from every watch cache.

@@ -231,7 +231,12 @@ async fn write_status(
         .patch_status(&object.name_any(), &params, &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            if let (Some(uid), Some(version)) = (written.uid(), written.resource_version()) {
+                ctx.wrote(key_of(&written), uid, version);
+            }
+            Ok(())
+        }
         Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::Conflict),
         Err(source) => Err(Error::WriteStatus { source }),
     }
