@@ -1,7 +1,7 @@
 //! Kubernetes Events, sent off the reconcile path: a reconcile queues them and one
-//! background task publishes them (like client-go's event broadcaster) while no reconcile
-//! runs — or at the latest [`MAX_DEFERRAL`] after they were queued — so a burst of
-//! triggers does not compete with as many Event writes. A full queue drops events.
+//! background task publishes them (like client-go's event broadcaster) once no reconcile
+//! has run for [`QUIET`] — or at the latest [`MAX_DEFERRAL`] after they were queued — so a
+//! burst of triggers does not compete with as many Event writes. A full queue drops events.
 
 use std::time::Duration;
 
@@ -17,8 +17,12 @@ use super::in_flight::InFlight;
 /// Events waiting to be published; beyond this they are dropped (and logged).
 const QUEUE: usize = 4096;
 
-/// Longest an Event waits for the reconciles to go idle.
+/// Longest an Event waits for the reconciles to go quiet.
 pub const MAX_DEFERRAL: Duration = Duration::from_secs(10);
+
+/// How long reconciles must have been idle before Events go out: the gaps between the
+/// reconciles of a burst are shorter.
+pub const QUIET: Duration = Duration::from_millis(250);
 
 /// How often the publisher looks whether reconciles went idle.
 const IDLE_POLL: Duration = Duration::from_millis(20);
@@ -97,7 +101,7 @@ pub struct EventSink {
 }
 
 impl EventSink {
-    /// Starts the publishing task, which waits for `reconciles` to be idle; it ends when
+    /// Starts the publishing task, which waits for `reconciles` to be quiet; it ends when
     /// every sink is dropped.
     pub fn spawn(client: Client, reporter: Reporter, reconciles: InFlight) -> EventSink {
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
@@ -110,7 +114,7 @@ impl EventSink {
                     note,
                     since,
                 } = queued;
-                while reconciles.count() > 0 && since.elapsed() < MAX_DEFERRAL {
+                while reconciles.quiet_for() < QUIET && since.elapsed() < MAX_DEFERRAL {
                     tokio::time::sleep(IDLE_POLL).await;
                 }
                 let event = Event {

@@ -1,33 +1,71 @@
-//! Counts reconciles in progress. Events are published while none runs, and shutdown
-//! waits for them to finish.
+//! Counts reconciles in progress and remembers when the last one ended. Events are
+//! published once reconciles have been quiet for a moment, and shutdown waits for them to
+//! finish.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-/// The number of reconciles in progress, shared.
-#[derive(Debug, Clone, Default)]
-pub struct InFlight(Arc<AtomicUsize>);
+use tokio::time::Instant;
+
+/// Reconciles in progress, shared.
+#[derive(Debug, Clone)]
+pub struct InFlight(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    running: AtomicUsize,
+    last_end: Mutex<Instant>,
+}
 
 /// One reconcile in progress, until dropped.
 #[derive(Debug)]
-pub struct Entered(Arc<AtomicUsize>);
+pub struct Entered(Arc<Shared>);
+
+impl Default for InFlight {
+    fn default() -> InFlight {
+        InFlight(Arc::new(Shared {
+            running: AtomicUsize::new(0),
+            last_end: Mutex::new(Instant::now()),
+        }))
+    }
+}
 
 impl InFlight {
     /// Counts a reconcile until the returned guard is dropped.
     pub fn enter(&self) -> Entered {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.0.running.fetch_add(1, Ordering::Relaxed);
         Entered(self.0.clone())
     }
 
     /// Reconciles in progress now.
     pub fn count(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
+        self.0.running.load(Ordering::Relaxed)
+    }
+
+    /// How long no reconcile has run: zero while one runs.
+    pub fn quiet_for(&self) -> Duration {
+        if self.count() > 0 {
+            return Duration::ZERO;
+        }
+        let last_end = *self
+            .0
+            .last_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        last_end.elapsed()
     }
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        // The time is set before the count drops, so a quiet period never starts early.
+        *self
+            .0
+            .last_end
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -35,15 +73,20 @@ impl Drop for Entered {
 mod tests {
     use super::*;
 
-    #[test]
-    fn counts_each_reconcile_until_its_guard_drops() {
+    #[tokio::test(start_paused = true)]
+    async fn counts_each_reconcile_and_measures_the_quiet_after_the_last() {
         let in_flight = InFlight::default();
         let first = in_flight.enter();
         let second = in_flight.clone().enter();
         assert_eq!(in_flight.count(), 2);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        assert_eq!(in_flight.quiet_for(), Duration::ZERO);
         drop(first);
         assert_eq!(in_flight.count(), 1);
+        assert_eq!(in_flight.quiet_for(), Duration::ZERO);
         drop(second);
         assert_eq!(in_flight.count(), 0);
+        tokio::time::advance(Duration::from_millis(300)).await;
+        assert_eq!(in_flight.quiet_for(), Duration::from_millis(300));
     }
 }
