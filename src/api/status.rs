@@ -61,6 +61,13 @@ pub struct TidalSchedulerStatus {
     pub conditions: Vec<Condition>,
 }
 
+impl TidalSchedulerStatus {
+    /// The `Ready` condition, if set.
+    pub fn ready(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == READY)
+    }
+}
+
 /// Timers of one rule.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -148,7 +148,14 @@ pub fn status_after(
         .history
         .truncate(usize::try_from(written.history_limit.max(1)).unwrap_or(1));
     let (ready, reason, message) = ready_condition(plan, written);
-    set_ready(&mut status, ready, reason, message, written);
+    set_ready(
+        &mut status,
+        ready,
+        reason,
+        message,
+        written.generation,
+        written.now,
+    );
     status
 }
 
@@ -169,19 +176,13 @@ pub fn status_invalid(
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ");
-    let written = Written {
-        generation,
-        history_limit: 0,
-        warnings: &[],
-        problem: None,
-        now,
-    };
     set_ready(
         &mut status,
         false,
         ConditionReason::InvalidSpec,
         message,
-        written,
+        generation,
+        now,
     );
     status
 }
@@ -266,20 +267,20 @@ fn set_ready(
     ready: bool,
     reason: ConditionReason,
     message: String,
-    written: Written<'_>,
+    generation: Option<i64>,
+    now: Timestamp,
 ) {
     let value = if ready { "True" } else { "False" };
-    let previous = status.conditions.iter().find(|c| c.type_ == READY);
-    let last_transition_time = match previous {
+    let last_transition_time = match status.ready() {
         Some(previous) if previous.status == value => previous.last_transition_time.clone(),
-        _ => Time(seconds(written.now)),
+        _ => Time(seconds(now)),
     };
     let condition = Condition {
         type_: READY.to_owned(),
         status: value.to_owned(),
         reason: reason.as_str().to_owned(),
         message,
-        observed_generation: written.generation,
+        observed_generation: generation,
         last_transition_time,
     };
     status.conditions.retain(|c| c.type_ != READY);

@@ -18,9 +18,7 @@ use super::context::{Context, Memory};
 use super::event::Reason;
 use super::plan::{self, ApplyProblem, Facts, Plan, Written};
 use super::target::{Target, patch_params};
-use crate::api::{
-    ApplyMode, ConditionReason, READY, TidalScheduler, TidalSchedulerStatus, validate,
-};
+use crate::api::{ApplyMode, ConditionReason, TidalScheduler, TidalSchedulerStatus, validate};
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
 /// wheel cannot hold years) and bounds how stale a target check gets.
@@ -341,13 +339,6 @@ fn send_events(
             format!("next trigger: {note}"),
         );
     }
-    let reason_of = |status: &TidalSchedulerStatus| {
-        status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == READY)
-            .map(|c| c.reason.clone())
-    };
     match problem {
         Some(problem) if ready_message(old) != ready_message(new) => {
             let reason = match problem.reason {
@@ -357,7 +348,7 @@ fn send_events(
             };
             send(ctx, object, reason, problem.message.clone());
         }
-        None if reason_of(old).is_some_and(|r| is_failure(&r)) => {
+        None if old.ready().is_some_and(|c| is_failure(&c.reason)) => {
             send(
                 ctx,
                 object,
@@ -380,11 +371,7 @@ fn is_failure(reason: &str) -> bool {
 }
 
 fn ready_message(status: &TidalSchedulerStatus) -> &str {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY)
-        .map_or("", |c| c.message.as_str())
+    status.ready().map_or("", |c| c.message.as_str())
 }
 
 fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {

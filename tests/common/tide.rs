@@ -12,7 +12,7 @@ use kube::runtime::wait::{Condition, await_condition};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tidal_scheduler::api::{HistoryEntry, READY, TidalScheduler, TidalSchedulerStatus};
+use tidal_scheduler::api::{HistoryEntry, TidalScheduler, TidalSchedulerStatus};
 
 use super::cluster::TestEnv;
 use super::fixtures::object;
@@ -114,11 +114,7 @@ pub fn status(object: &TidalScheduler) -> &TidalSchedulerStatus {
 
 /// `(status, reason, message)` of the Ready condition.
 pub fn ready(status: &TidalSchedulerStatus) -> (String, String, String) {
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == READY)
-        .expect("a Ready condition");
+    let ready = status.ready().expect("a Ready condition");
     (
         ready.status.clone(),
         ready.reason.clone(),
@@ -128,10 +124,7 @@ pub fn ready(status: &TidalSchedulerStatus) -> (String, String, String) {
 
 /// Whether the Ready condition has `reason`.
 pub fn ready_reason_is(status: &TidalSchedulerStatus, reason: &str) -> bool {
-    status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == READY && c.reason == reason)
+    status.ready().is_some_and(|c| c.reason == reason)
 }
 
 /// The history entry of `(rule, at)`, if recorded.

@@ -64,7 +64,7 @@ fn created_at_06() -> (Plan, TidalSchedulerStatus) {
 }
 
 fn ready(status: &TidalSchedulerStatus) -> &Condition {
-    status.conditions.iter().find(|c| c.type_ == READY).unwrap()
+    status.ready().unwrap()
 }
 
 #[test]
