@@ -174,6 +174,7 @@ async fn baseline(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result
         "baseline objects created too late"
     );
     let mut samples = Vec::new();
+    let cpu_before = process_cpu_seconds(std::process::id())?;
     for round in 0..rounds {
         let at = first + SignedDuration::from_secs(spacing * round as i64);
         let bodies: Vec<(&TidalScheduler, TidalSchedulerStatus)> = stored
@@ -198,6 +199,11 @@ async fn baseline(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result
         }
         statuses = bodies.into_iter().map(|(_, status)| status).collect();
     }
+    let cpu = process_cpu_seconds(std::process::id())? - cpu_before;
+    eprintln!(
+        "baseline client CPU during the {objects}-object rounds: {cpu:.2} s ({:.2} ms per patch)",
+        cpu * 1000.0 / (objects * rounds) as f64
+    );
     Ok(samples)
 }
 
@@ -258,11 +264,12 @@ async fn controller(objects: usize, rounds: usize, spacing: i64) -> anyhow::Resu
     let last = first + SignedDuration::from_secs(spacing * (rounds as i64 - 1));
     let last_rule = format!("round-{}", rounds - 1);
     let cpu_before = cpu_seconds(&controller)?;
+    wait_logged_triggers(&controller, last, objects).await?;
+    let cpu = cpu_seconds(&controller)? - cpu_before;
     wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |s| {
         s.last_triggered_rule.as_deref() == Some(last_rule.as_str())
     })
     .await?;
-    let cpu = cpu_seconds(&controller)? - cpu_before;
     eprintln!(
         "controller CPU during the {objects}-object rounds: {cpu:.2} s ({:.2} ms per trigger)",
         cpu * 1000.0 / (objects * rounds) as f64
@@ -295,7 +302,12 @@ fn run_controller(env: &TestEnv) -> Process {
 
 /// User + system CPU time of `process` so far, in seconds.
 fn cpu_seconds(process: &Process) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", process.pid()))?;
+    process_cpu_seconds(process.pid())
+}
+
+/// User + system CPU time of process `pid` so far, in seconds.
+fn process_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let fields: Vec<&str> = stat
         .rsplit(')')
         .next()
@@ -335,6 +347,34 @@ async fn wait_all_reconciled(
         anyhow::ensure!(
             tokio::time::Instant::now() < deadline,
             "only {ready} of {objects} objects reconciled after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits until the controller has logged `objects` applied triggers scheduled at `last`.
+/// It reads the log, not the API: listing during the rounds would load the API server
+/// the baseline does not.
+async fn wait_logged_triggers(
+    controller: &Process,
+    last: Timestamp,
+    objects: usize,
+) -> anyhow::Result<()> {
+    sleep_past(last).await;
+    let schedule_time = format!("\"schedule_time\":\"{last}\"");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let applied = controller
+            .log()
+            .lines()
+            .filter(|line| line.contains("trigger applied") && line.contains(&schedule_time))
+            .count();
+        if applied >= objects {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "only {applied} of {objects} triggers at {last} logged after 10 minutes"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

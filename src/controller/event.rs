@@ -17,8 +17,9 @@ use super::in_flight::InFlight;
 /// Events waiting to be published; beyond this they are dropped (and logged).
 const QUEUE: usize = 4096;
 
-/// Longest an Event waits for the reconciles to go quiet.
-pub const MAX_DEFERRAL: Duration = Duration::from_secs(10);
+/// Longest an Event waits for the reconciles to go quiet: long enough that a burst's
+/// Events do not spill into the next burst a few seconds later.
+pub const MAX_DEFERRAL: Duration = Duration::from_secs(30);
 
 /// How long reconciles must have been idle before Events go out: the gaps between the
 /// reconciles of a burst are shorter.
