@@ -296,6 +296,8 @@ fn run_controller(env: &TestEnv) -> Process {
             &concurrency,
             "--log-format",
             "json",
+            "--lease-namespace",
+            &env.namespace,
         ],
     )
 }

@@ -23,6 +23,8 @@
 //! - [`api`]: the `scheduling.tidal.io/v1alpha1` types, the CRD, and spec validation.
 //! - [`controller`]: `tidal-scheduler run` — keeps status (and in Scale mode the target)
 //!   at the tide level now, requeueing for the next fire instant.
+//! - [`election`]: Lease leader election (client-go semantics) and the write gate that
+//!   lets only the leader act.
 //! - [`clock`]: the one place that reads the wall clock.
 //! - [`telemetry`]: log output.
 //! - [`cli`]: the subcommands of the `tidal-scheduler` binary.
@@ -35,5 +37,6 @@ pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod controller;
+pub mod election;
 pub mod schedule;
 pub mod telemetry;

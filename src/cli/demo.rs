@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use super::CliError;
 use crate::api::TidalScheduler;
 use crate::controller::{self, Settings};
+use crate::election::WriteGate;
 use crate::telemetry::{self, LogFormat};
 
 /// The namespace the demo works in.
@@ -82,7 +83,12 @@ fn start_and_show(scripts: &Path, dir: &Path) -> Result<(), CliError> {
             concurrency: 4,
             instance: "demo".to_owned(),
         };
-        let controller = tokio::spawn(controller::run(client.clone(), settings, stopped));
+        let controller = tokio::spawn(controller::run(
+            client.clone(),
+            settings,
+            WriteGate::always_open(),
+            stopped,
+        ));
         println!("controller running; triggers every 2 seconds (Ctrl-C to stop):");
         println!(
             "{:<24} {:<6} {:>8} {:>11} {:>11}  note",

@@ -1,11 +1,17 @@
-//! `tidal-scheduler run`: the controller.
+//! `tidal-scheduler run`: the controller, with leader election unless turned off.
 
-use clap::Args;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{ArgAction, Args};
 use kube::Client;
 use tokio::sync::watch;
 
 use super::CliError;
+use crate::clock::SystemClock;
 use crate::controller::{self, Settings};
+use crate::election::{self, Elector, KubeLease, Timing, WriteGate};
+use crate::schedule::parse_go_duration;
 use crate::telemetry::{self, LogFormat};
 
 /// Flags of `run`; each can also come from the environment.
@@ -22,11 +28,53 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, env = "TIDAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// Campaign for the Lease and act only while holding it; `false` for a single replica.
+    #[arg(long, env = "TIDAL_LEADER_ELECT", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+
+    /// Name of the Lease.
+    #[arg(long, env = "TIDAL_LEASE_NAME", default_value = "tidal-scheduler")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease [default: POD_NAMESPACE, else the in-cluster or kubeconfig
+    /// namespace].
+    #[arg(long, env = "TIDAL_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// This replica's identity in the Lease and in Events [default: POD_NAME, else the
+    /// host name]; must differ between replicas.
+    #[arg(long, env = "TIDAL_IDENTITY")]
+    pub identity: Option<String>,
+
+    /// How long standbys trust a leader that stopped renewing (whole seconds, e.g. `15s`).
+    #[arg(long, env = "TIDAL_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How long the leader keeps acting without a successful renew.
+    #[arg(long, env = "TIDAL_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+
+    /// The pause between Lease attempts, for the leader and the standbys.
+    #[arg(long, env = "TIDAL_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
 }
 
-/// Runs the controller until SIGINT or SIGTERM.
+/// Runs the controller until SIGINT or SIGTERM: drains, then releases the Lease.
 pub fn run(args: RunArgs) -> Result<(), CliError> {
     telemetry::init_logs(args.log_format, "info").map_err(|e| CliError::Argument(e.to_string()))?;
+    let timing = Timing {
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    if args.leader_elect {
+        timing
+            .validate()
+            .map_err(|error| CliError::Argument(format!("leader election: {error}")))?;
+    }
+    let identity = args.identity.clone().unwrap_or_else(instance_name);
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let client = Client::try_default().await.map_err(|error| {
@@ -34,10 +82,25 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
                 "no Kubernetes client configuration (in-cluster or KUBECONFIG): {error}"
             ))
         })?;
+        let (gate, release) = if args.leader_elect {
+            let namespace = args
+                .lease_namespace
+                .clone()
+                .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let lock = KubeLease::new(client.clone(), &namespace, &args.lease_name);
+            let elector = Elector::new(lock, &identity, timing.lease_duration, Arc::new(SystemClock));
+            tracing::info!(lease = %elector.describe(), %identity, ?timing, "campaigning for leadership");
+            let (gate, release) = election::spawn(elector, timing, ());
+            (gate, Some(release))
+        } else {
+            tracing::info!("leader election off: acting as the only replica");
+            (WriteGate::always_open(), None)
+        };
         let settings = Settings {
             namespaces: args.namespaces,
             concurrency: args.concurrency,
-            instance: instance_name(),
+            instance: identity,
         };
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {
@@ -45,12 +108,24 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             tracing::info!("termination signal received: draining");
             let _ = stop.send(true);
         });
-        controller::run(client, settings, stopped).await;
+        controller::run(client, settings, gate, stopped).await;
+        if let Some(release) = release {
+            release.release().await;
+        }
         Ok(())
     })
 }
 
-/// This replica's name in Events: `POD_NAME`, else the host name.
+/// A Go-style duration flag (`4s`, `1m30s`, `500ms`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let nanos = parse_go_duration(text).map_err(|e| format!("`{text}`: {e}"))?;
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| format!("`{text}`: must not be negative"))
+}
+
+/// This replica's default name in the Lease and in Events: `POD_NAME`, else the host
+/// name.
 pub fn instance_name() -> String {
     std::env::var("POD_NAME")
         .ok()

@@ -8,15 +8,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use jiff::Timestamp;
 use kube::Client;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::Error;
 use super::event::EventSink;
 use super::in_flight::InFlight;
 use super::plan::ApplyProblem;
 use super::target::Targets;
 use crate::clock::Clock;
+use crate::election::WriteGate;
 
 /// Shared by all reconciles.
 pub struct Context {
@@ -38,12 +37,15 @@ pub struct Context {
     own_writes: Mutex<HashMap<String, (String, String)>>,
 }
 
-/// What this process remembers about one object (by `namespace/name`, reset when the
-/// UID changes).
+/// What this process remembers about one object (by `namespace/name`), within one
+/// leadership term: reset when the UID or the term changes, since another leader may have
+/// acted in between.
 #[derive(Debug, Clone, Default)]
 pub struct Memory {
     /// The object's UID.
     pub uid: String,
+    /// The leadership term this was learned in.
+    pub term: u64,
     /// The next trigger instant armed while acting; a trigger at it is on time.
     pub armed: Option<Timestamp>,
     /// Replicas this process last wrote to the target (Scale mode).
@@ -77,12 +79,15 @@ impl Context {
         }
     }
 
-    /// What is remembered about `key`, or a fresh memory when its UID differs.
+    /// What is remembered about `key` in this term, or a fresh memory when its UID or
+    /// the term differs.
     pub fn recall(&self, key: &str, uid: &str) -> Memory {
+        let term = self.acting.term();
         match self.lock().get(key) {
-            Some(memory) if memory.uid == uid => memory.clone(),
+            Some(memory) if memory.uid == uid && memory.term == term => memory.clone(),
             _ => Memory {
                 uid: uid.to_owned(),
+                term,
                 ..Memory::default()
             },
         }
@@ -132,35 +137,4 @@ impl Context {
 /// are single calls), so a poisoned lock is still usable.
 fn lock<T>(map: &Mutex<T>) -> MutexGuard<'_, T> {
     map.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The gate in front of every write: open while this process may act (always, without
-/// leader election; while it holds the Lease, with it).
-#[derive(Debug, Clone)]
-pub struct WriteGate {
-    open: watch::Receiver<bool>,
-}
-
-impl WriteGate {
-    /// A gate that never closes (a single replica without leader election).
-    pub fn always_open() -> WriteGate {
-        let (sender, open) = watch::channel(true);
-        // Keep the channel's value forever: a dropped sender leaves the last value readable.
-        drop(sender);
-        WriteGate { open }
-    }
-
-    /// A gate that follows `open`.
-    pub fn following(open: watch::Receiver<bool>) -> WriteGate {
-        WriteGate { open }
-    }
-
-    /// Fails unless writing is allowed right now; call immediately before each write.
-    pub fn check(&self) -> Result<(), Error> {
-        if *self.open.borrow() {
-            Ok(())
-        } else {
-            Err(Error::NotActing)
-        }
-    }
 }

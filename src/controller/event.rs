@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::in_flight::InFlight;
+use crate::election::WriteGate;
 
 /// Events waiting to be published; beyond this they are dropped (and logged).
 const QUEUE: usize = 4096;
@@ -102,9 +103,14 @@ pub struct EventSink {
 }
 
 impl EventSink {
-    /// Starts the publishing task, which waits for `reconciles` to be quiet; it ends when
-    /// every sink is dropped.
-    pub fn spawn(client: Client, reporter: Reporter, reconciles: InFlight) -> EventSink {
+    /// Starts the publishing task, which waits for `reconciles` to be quiet and publishes
+    /// only while `gate` is open; it ends when every sink is dropped.
+    pub fn spawn(
+        client: Client,
+        reporter: Reporter,
+        reconciles: InFlight,
+        gate: WriteGate,
+    ) -> EventSink {
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
         let recorder = Recorder::new(client, reporter);
         let publisher = async move {
@@ -125,8 +131,14 @@ impl EventSink {
                     action: reason.action().to_owned(),
                     secondary: None,
                 };
-                if let Err(error) = recorder.publish(&event, &reference).await {
-                    tracing::warn!(%error, reason = reason.as_str(), "failed to publish event");
+                match gate.guard(recorder.publish(&event, &reference)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, reason = reason.as_str(), "failed to publish event");
+                    }
+                    Err(_) => {
+                        tracing::debug!(reason = reason.as_str(), "not leading: event dropped");
+                    }
                 }
             }
         };

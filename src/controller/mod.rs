@@ -11,7 +11,9 @@
 //!                                           └──► Events (background queue)
 //! ```
 //!
-//! Every write passes the [`WriteGate`] first, the place leader election plugs in.
+//! Every write passes the [`WriteGate`] first: with leader election, only the leader
+//! writes, and each new leadership term reconciles every object anew (timers rebuilt from
+//! status, missed triggers caught up).
 
 mod context;
 mod event;
@@ -32,13 +34,14 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
-pub use context::{Context, WriteGate};
+pub use context::Context;
 pub use event::EventSink;
 pub use in_flight::InFlight;
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
+use crate::election::{NotLeading, WriteGate};
 
 /// How often the memory of deleted objects is dropped.
 const FORGET_EVERY: Duration = Duration::from_secs(300);
@@ -76,6 +79,12 @@ pub enum Error {
     Serialize(serde_json::Error),
 }
 
+impl From<NotLeading> for Error {
+    fn from(NotLeading: NotLeading) -> Error {
+        Error::NotActing
+    }
+}
+
 /// How the controller runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -88,18 +97,24 @@ pub struct Settings {
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.
-pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<bool>) {
+/// It writes only while `gate` is open.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    gate: WriteGate,
+    shutdown: watch::Receiver<bool>,
+) {
     let reporter = Reporter {
         controller: "tidal-scheduler".to_owned(),
         instance: Some(settings.instance.clone()),
     };
     let in_flight = InFlight::default();
-    let events = EventSink::spawn(client.clone(), reporter, in_flight.clone());
+    let events = EventSink::spawn(client.clone(), reporter, in_flight.clone(), gate.clone());
     let ctx = Arc::new(Context::new(
         client.clone(),
         Arc::new(SystemClock),
         events,
-        WriteGate::always_open(),
+        gate.clone(),
         in_flight.clone(),
     ));
     let apis: Vec<Api<TidalScheduler>> = if settings.namespaces.is_empty() {
@@ -126,6 +141,7 @@ pub async fn run(client: Client, settings: Settings, shutdown: watch::Receiver<b
             .try_filter(move |object| std::future::ready(!is_echo(&echoes, object)));
         let controller = Controller::for_stream(objects, reader)
             .with_config(config.clone())
+            .reconcile_all_on(gate.openings())
             .graceful_shutdown_on(changed_to_true(shutdown.clone()));
         stores.push(controller.store());
         controller

@@ -33,6 +33,11 @@ const CONFLICT_ATTEMPTS: usize = 3;
 /// Reconciles one TidalScheduler; on a write conflict, re-reads it and tries again.
 pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _counted = ctx.in_flight.enter();
+    if !ctx.acting.is_open() {
+        // A standby keeps its cache warm but arms no timers: the next leadership term
+        // reconciles every object anew.
+        return Ok(Action::await_change());
+    }
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let api: Api<TidalScheduler> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut object = object;
@@ -51,6 +56,10 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
 
 /// What the controller does after a failed reconcile: retry soon, then back off.
 pub fn error_policy(object: Arc<TidalScheduler>, error: &Error, ctx: Arc<Context>) -> Action {
+    if matches!(error, Error::NotActing) {
+        tracing::debug!(tidal = %key_of(&object), "leadership lost during the reconcile");
+        return Action::await_change();
+    }
     let key = key_of(&object);
     let mut memory = ctx.recall(&key, &object.uid().unwrap_or_default());
     memory.failures = memory.failures.saturating_add(1);
@@ -197,8 +206,10 @@ async fn scale(
     target: &Target,
     replicas: i32,
 ) -> Result<Result<(), ApplyProblem>, Error> {
-    ctx.acting.check()?;
-    Ok(ctx.targets.scale(target, replicas).await)
+    Ok(ctx
+        .acting
+        .guard(ctx.targets.scale(target, replicas))
+        .await?)
 }
 
 /// Merge-patches the status, conditional on the resourceVersion read: if the object
@@ -223,11 +234,12 @@ async fn write_status(
         "metadata": { "resourceVersion": object.resource_version() },
         "status": body,
     });
-    ctx.acting.check()?;
     let params = patch_params();
-    match api
-        .patch_status(&object.name_any(), &params, &Patch::Merge(&patch))
-        .await
+    let (name, patch) = (object.name_any(), Patch::Merge(&patch));
+    match ctx
+        .acting
+        .guard(api.patch_status(&name, &params, &patch))
+        .await?
     {
         Ok(written) => {
             if let (Some(uid), Some(version)) = (written.uid(), written.resource_version()) {

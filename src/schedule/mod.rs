@@ -34,6 +34,7 @@ mod fire;
 mod tide;
 mod zone;
 
+pub use duration::parse_go_duration;
 pub use expression::Cron;
 pub use field::Field;
 pub use tide::{LOOKBACK, Rule, SUPERSEDED_CAP, Tide, Trigger};

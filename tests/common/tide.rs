@@ -21,12 +21,33 @@ use super::process::Process;
 /// How long a test waits for the controller to do something it should do in seconds.
 pub const PATIENCE: Duration = Duration::from_secs(40);
 
-/// Starts `tidal-scheduler run` watching only the test's namespace, with JSON logs.
+/// Lease timing of test controllers: short, so a restart after SIGKILL waits only a few
+/// seconds for the lease to expire, with room for a slow API server under test load.
+pub const TEST_LEASE: [&str; 6] = [
+    "--lease-duration",
+    "6s",
+    "--renew-deadline",
+    "4s",
+    "--retry-period",
+    "1s",
+];
+
+/// Starts `tidal-scheduler run` watching only the test's namespace, with JSON logs, as
+/// replica `name` campaigning for a Lease in that namespace.
 pub fn start_controller(env: &TestEnv, name: &str) -> Process {
-    env.run_binary(
+    let mut args = vec![
+        "run",
+        "--namespace",
+        &env.namespace,
+        "--log-format",
+        "json",
+        "--lease-namespace",
+        &env.namespace,
+        "--identity",
         name,
-        &["run", "--namespace", &env.namespace, "--log-format", "json"],
-    )
+    ];
+    args.extend(TEST_LEASE);
+    env.run_binary(name, &args)
 }
 
 /// Creates a TidalScheduler from JSON in the test's namespace.

@@ -1,0 +1,152 @@
+//! One attempt to take or keep the Lease, with client-go's semantics
+//! (`tryAcquireOrRenew`): a holder is trusted for its lease duration after the local,
+//! monotonic instant at which this process last saw the record change — never by
+//! comparing the holder's timestamps with the local clock, which may disagree.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::lock::{LeaseLock, LockError};
+use super::record::LeaseRecord;
+use crate::clock::Clock;
+
+/// What an attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// This process holds the Lease (acquired or renewed just now).
+    Holding,
+    /// Another holder's lease is still valid.
+    HeldBy(String),
+    /// The attempt failed (a lost race, an API error); try again later.
+    Failed(LockError),
+}
+
+/// Takes, keeps and gives back the Lease for one identity.
+pub struct Elector<L> {
+    lock: L,
+    identity: String,
+    lease_duration: Duration,
+    clock: Arc<dyn Clock>,
+    /// The record last read or written, and when (local monotonic time) it was first seen.
+    observed: Option<(LeaseRecord, Instant)>,
+}
+
+impl<L: LeaseLock> Elector<L> {
+    /// An elector for `identity`, asking for `lease_duration` when it holds the Lease.
+    pub fn new(
+        lock: L,
+        identity: &str,
+        lease_duration: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Elector<L> {
+        Elector {
+            lock,
+            identity: identity.to_owned(),
+            lease_duration,
+            clock,
+            observed: None,
+        }
+    }
+
+    /// This elector's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Where the record lives, for logs.
+    pub fn describe(&self) -> String {
+        self.lock.describe()
+    }
+
+    /// Whether the record last seen names this process as holder.
+    pub fn is_leader(&self) -> bool {
+        self.observed
+            .as_ref()
+            .is_some_and(|(record, _)| record.holder == self.identity)
+    }
+
+    /// The transition count of the record last seen.
+    pub fn transitions(&self) -> i32 {
+        self.observed.as_ref().map_or(0, |(r, _)| r.transitions)
+    }
+
+    /// Whether the holder of the record last seen is still trusted at `now`.
+    fn lease_valid(&self, now: Instant) -> bool {
+        self.observed
+            .as_ref()
+            .is_some_and(|(record, seen)| *seen + record.lease_duration() > now)
+    }
+
+    /// Acquires the Lease if it is free or expired, or renews it if held.
+    pub async fn try_acquire_or_renew(&mut self) -> Attempt {
+        let mut record =
+            LeaseRecord::held_by(&self.identity, self.lease_duration, self.clock.now());
+        // Fast path: the holder renews the record it wrote last, without reading it first.
+        if let Some((observed, _)) = &self.observed
+            && self.is_leader()
+            && self.lease_valid(Instant::now())
+        {
+            record.acquire_time = observed.acquire_time;
+            record.transitions = observed.transitions;
+            if self.lock.update(&record).await.is_ok() {
+                self.observe(record);
+                return Attempt::Holding;
+            }
+        }
+        let current = match self.lock.get().await {
+            Ok(Some(current)) => current,
+            Ok(None) => {
+                return match self.lock.create(&record).await {
+                    Ok(()) => {
+                        self.observe(record);
+                        Attempt::Holding
+                    }
+                    Err(error) => Attempt::Failed(error),
+                };
+            }
+            Err(error) => return Attempt::Failed(error),
+        };
+        self.observe(current.clone());
+        if !current.holder.is_empty() && !self.is_leader() && self.lease_valid(Instant::now()) {
+            return Attempt::HeldBy(current.holder);
+        }
+        if self.is_leader() {
+            record.acquire_time = current.acquire_time;
+            record.transitions = current.transitions;
+        } else {
+            record.transitions = current.transitions.saturating_add(1);
+        }
+        match self.lock.update(&record).await {
+            Ok(()) => {
+                self.observe(record);
+                Attempt::Holding
+            }
+            Err(error) => Attempt::Failed(error),
+        }
+    }
+
+    /// Gives the Lease up (no holder, a 1 s duration) so a standby takes over at its next
+    /// attempt. Does nothing unless this process holds it.
+    pub async fn release(&mut self) -> Result<(), LockError> {
+        let Some((observed, _)) = self.observed.as_ref().filter(|_| self.is_leader()) else {
+            return Ok(());
+        };
+        let released = observed.released(self.clock.now());
+        self.lock.update(&released).await?;
+        self.observe(released);
+        Ok(())
+    }
+
+    /// Remembers `record`; the trust period restarts only when the record changed.
+    fn observe(&mut self, record: LeaseRecord) {
+        if self
+            .observed
+            .as_ref()
+            .is_none_or(|(seen, _)| *seen != record)
+        {
+            self.observed = Some((record, Instant::now()));
+        }
+    }
+}
