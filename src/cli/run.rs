@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgAction, Args};
+use http::HeaderValue;
+use http::header::USER_AGENT;
 use kube::Client;
 use tokio::sync::watch;
 
@@ -77,11 +79,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let identity = args.identity.clone().unwrap_or_else(instance_name);
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let client = Client::try_default().await.map_err(|error| {
-            CliError::Argument(format!(
-                "no Kubernetes client configuration (in-cluster or KUBECONFIG): {error}"
-            ))
-        })?;
+        let client = client(&identity).await?;
         let (gate, release) = if args.leader_elect {
             let namespace = args
                 .lease_namespace
@@ -114,6 +112,22 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         }
         Ok(())
     })
+}
+
+/// A client from the in-cluster configuration or KUBECONFIG, whose User-Agent names this
+/// replica: audit logs then tell which replica wrote what.
+async fn client(identity: &str) -> Result<Client, CliError> {
+    let no_config = |error: &dyn std::fmt::Display| {
+        CliError::Argument(format!(
+            "no Kubernetes client configuration (in-cluster or KUBECONFIG): {error}"
+        ))
+    };
+    let mut config = kube::Config::infer().await.map_err(|e| no_config(&e))?;
+    let agent = format!("tidal-scheduler/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let agent = HeaderValue::from_str(&agent)
+        .map_err(|_| CliError::Argument(format!("--identity {identity:?}: not a header value")))?;
+    config.headers.push((USER_AGENT, agent));
+    Client::try_from(config).map_err(|e| no_config(&e))
 }
 
 /// A Go-style duration flag (`4s`, `1m30s`, `500ms`).

@@ -43,6 +43,11 @@ impl Process {
         }
     }
 
+    /// The name it was started under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The process id, e.g. to find the process in `/proc`.
     pub fn pid(&self) -> u32 {
         self.child.id()

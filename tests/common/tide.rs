@@ -35,6 +35,11 @@ pub const TEST_LEASE: [&str; 6] = [
 /// Starts `tidal-scheduler run` watching only the test's namespace, with JSON logs, as
 /// replica `name` campaigning for a Lease in that namespace.
 pub fn start_controller(env: &TestEnv, name: &str) -> Process {
+    start_replica(env, name, &TEST_LEASE)
+}
+
+/// Like [`start_controller`], with the given Lease timing flags.
+pub fn start_replica(env: &TestEnv, name: &str, timing: &[&str]) -> Process {
     let mut args = vec![
         "run",
         "--namespace",
@@ -46,7 +51,7 @@ pub fn start_controller(env: &TestEnv, name: &str) -> Process {
         "--identity",
         name,
     ];
-    args.extend(TEST_LEASE);
+    args.extend(timing);
     env.run_binary(name, &args)
 }
 

@@ -172,6 +172,17 @@ start_apiserver() {
   fi
   log "starting kube-apiserver on https://127.0.0.1:$apiserver_port"
   local pki="$dir/pki"
+  # Every write, with its user agent and response code, goes to DIR/audit.log: tests
+  # attribute writes to controller replicas with it.
+  cat >"$dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+- level: None
+POLICY
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_client_port" \
     --bind-address=127.0.0.1 \
@@ -187,7 +198,12 @@ start_apiserver() {
     --authorization-mode=RBAC \
     --service-cluster-ip-range=10.0.0.0/24 \
     --disable-admission-plugins=ServiceAccount \
-    --cert-dir="$dir/apiserver-certs"
+    --cert-dir="$dir/apiserver-certs" \
+    --audit-policy-file="$dir/audit-policy.yaml" \
+    --audit-log-path="$dir/audit.log" \
+    --audit-log-format=json \
+    --audit-log-maxsize=200 \
+    --audit-log-maxbackup=1
   await kube-apiserver apiserver_ready
 }
 

@@ -1,0 +1,259 @@
+//! High availability on a real kube-apiserver and etcd: three controller replicas share a
+//! Lease (4 s / 3 s / 1 s); only the holder writes, a killed leader's missed trigger is
+//! caught up once by its successor, a terminated leader hands over within a retry
+//! period, and a frozen leader writes nothing after it thaws.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::PostParams;
+
+use common::audit::assert_only_the_holder_writes;
+use common::cluster::TestEnv;
+use common::fixtures::deployment;
+use common::replicas::*;
+use common::tide::*;
+
+const NAMES: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
+
+/// Rules alternating the level every 2 s: each instant is a new trigger.
+const ALTERNATING: [(&str, &str, i32); 2] = [
+    ("even", "CRON_TZ=UTC */4 * * * * *", 2),
+    ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
+];
+
+async fn create_deployment(env: &TestEnv) {
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create Deployment");
+}
+
+async fn create_tide(env: &TestEnv, rules: &[(&str, &str, i32)]) {
+    create(
+        env,
+        manifest("web", "apps/v1", "Deployment", "web", "Status", rules),
+    )
+    .await;
+}
+
+/// Waits until `count` triggers after `after` are in the status history.
+async fn wait_triggers_after(env: &TestEnv, after: Timestamp, count: usize, what: &str) {
+    wait_status(env, "web", what, |s| {
+        s.history
+            .iter()
+            .filter(|h| h.schedule_time.0 > after)
+            .count()
+            >= count
+    })
+    .await;
+}
+
+/// Checks the audit log: only the Lease holder wrote, and it wrote statuses.
+fn assert_single_writer(env: &TestEnv) {
+    let checked = assert_only_the_holder_writes(env, LEASE_NAME);
+    assert!(
+        checked
+            .iter()
+            .any(|w| w.resource == "tidalschedulers" && w.subresource == "status"),
+        "no status write attributed to a replica: {checked:#?}"
+    );
+}
+
+/// Every trigger in the replicas' logs, by whom, and checks none was applied twice.
+fn applied_by_anyone(replicas: &[common::process::Process]) -> Vec<(String, Applied)> {
+    let all: Vec<(String, Applied)> = replicas
+        .iter()
+        .flat_map(|p| {
+            applied(&p.log())
+                .into_iter()
+                .map(|a| (p.name().to_owned(), a))
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for (who, a) in &all {
+        assert!(
+            seen.insert((a.rule.clone(), a.schedule_time)),
+            "{} at {} applied twice (again by {who}): {all:#?}",
+            a.rule,
+            a.schedule_time
+        );
+    }
+    all
+}
+
+#[tokio::test]
+async fn of_three_replicas_only_the_lease_holder_writes() {
+    let env = TestEnv::new().await;
+    create_deployment(&env).await;
+    create_tide(&env, &ALTERNATING).await;
+    let replicas = start_replicas(&env, &NAMES);
+    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
+    let started = Timestamp::now();
+    wait_triggers_after(&env, started, 4, "four triggers").await;
+
+    let applied = applied_by_anyone(&replicas);
+    assert!(applied.len() >= 4, "{applied:#?}");
+    for (who, a) in &applied {
+        assert_eq!(who, &leader, "{a:?} applied by a standby");
+    }
+    let (holder, transitions) = lease_state(&env).await;
+    assert_eq!((holder.as_str(), transitions), (leader.as_str(), 0));
+    let object = env
+        .api::<tidal_scheduler::api::TidalScheduler>()
+        .get("web")
+        .await
+        .expect("get");
+    assert_no_duplicate_history(status(&object));
+    for event in events_about(&env, "web").await {
+        assert_eq!(
+            event.reporting_instance.as_deref(),
+            Some(leader.as_str()),
+            "{event:?}"
+        );
+    }
+    assert_single_writer(&env);
+}
+
+#[tokio::test]
+async fn a_leader_killed_just_before_an_instant_is_caught_up_once_by_its_successor() {
+    let env = TestEnv::new().await;
+    create_deployment(&env).await;
+    let instant = second_after(Duration::from_secs(10));
+    let edge = once_at(instant);
+    create_tide(
+        &env,
+        &[("base", "CRON_TZ=UTC 0 0 0 * * *", 1), ("edge", &edge, 7)],
+    )
+    .await;
+    let mut replicas = start_replicas(&env, &NAMES);
+    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
+    wait_status(&env, "web", "the leader's first reconcile", |s| {
+        s.observed_generation == Some(1)
+    })
+    .await;
+    assert!(Timestamp::now() < instant, "set-up took too long");
+
+    sleep_past(instant - SignedDuration::from_millis(350)).await;
+    replica(&mut replicas, &leader).signal("KILL");
+    let caught_up = wait_status(&env, "web", "the missed trigger", |s| {
+        entry(s, "edge", instant).is_some()
+    })
+    .await;
+
+    let applied_entry = entry(status(&caught_up), "edge", instant).unwrap();
+    assert!(applied_entry.catch_up, "{applied_entry:?}");
+    let lateness = applied_entry
+        .execution_time
+        .0
+        .duration_since(instant)
+        .unsigned_abs();
+    let bound = LEASE + RETRY + Duration::from_secs(1);
+    assert!(
+        lateness <= bound,
+        "applied {lateness:?} late, bound {bound:?}"
+    );
+    assert_no_duplicate_history(status(&caught_up));
+    let applied = applied_by_anyone(&replicas);
+    let by: Vec<&String> = applied
+        .iter()
+        .filter(|(_, a)| a.rule == "edge")
+        .map(|(who, _)| who)
+        .collect();
+    assert_eq!(by.len(), 1, "{applied:#?}");
+    assert_ne!(by[0], &leader, "applied by the killed leader");
+    let (holder, transitions) = lease_state(&env).await;
+    assert_eq!(&holder, by[0]);
+    assert_eq!(transitions, 1);
+    assert_single_writer(&env);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminated_leader_hands_over_within_a_retry_period() {
+    let env = TestEnv::new().await;
+    create_deployment(&env).await;
+    create_tide(&env, &ALTERNATING).await;
+    let mut replicas = start_replicas(&env, &NAMES);
+    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
+    wait_triggers_after(&env, Timestamp::now(), 1, "a trigger").await;
+
+    let terminated = Instant::now();
+    replica(&mut replicas, &leader).signal("TERM");
+    let successor = wait_holder(&env, "successor", |h| !h.is_empty() && h != leader).await;
+    let handover = terminated.elapsed();
+    assert!(
+        handover <= RETRY + Duration::from_secs(1),
+        "handover took {handover:?}"
+    );
+    let took_over = Timestamp::now();
+    let old = replica(&mut replicas, &leader);
+    let exit = tokio::task::block_in_place(|| old.wait(Duration::from_secs(25)));
+    assert!(exit.success(), "exit {exit:?}:\n{}", old.log());
+    assert!(old.log().contains("released the lease"), "{}", old.log());
+
+    // The successor acts: the next instants are applied by it, on time.
+    wait_triggers_after(&env, took_over, 2, "two triggers after the handover").await;
+    let applied = applied_by_anyone(&replicas);
+    let after: Vec<&(String, Applied)> = applied
+        .iter()
+        .filter(|(_, a)| a.schedule_time > took_over)
+        .collect();
+    assert!(after.len() >= 2, "{applied:#?}");
+    for (who, a) in after {
+        assert_eq!(who, &successor, "{a:?}");
+        assert!(!a.catch_up, "{a:?}");
+    }
+    assert_single_writer(&env);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_leader_writes_nothing_after_it_thaws() {
+    let env = TestEnv::new().await;
+    create_deployment(&env).await;
+    create_tide(&env, &ALTERNATING).await;
+    let mut replicas = start_replicas(&env, &NAMES);
+    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
+    wait_triggers_after(&env, Timestamp::now(), 1, "a trigger").await;
+
+    replica(&mut replicas, &leader).signal("STOP");
+    let frozen_at = Timestamp::now();
+    let applied_before = applied(&replica(&mut replicas, &leader).log()).len();
+    let successor = wait_holder(&env, "successor", |h| !h.is_empty() && h != leader).await;
+    wait_triggers_after(&env, frozen_at, 2, "triggers applied by the successor").await;
+
+    replica(&mut replicas, &leader).signal("CONT");
+    let thawed = Timestamp::now();
+    let old = replica(&mut replicas, &leader);
+    let deadline = Instant::now() + PATIENCE;
+    while !old.log().contains("lost leadership") {
+        assert!(
+            Instant::now() < deadline,
+            "no step-down logged:\n{}",
+            old.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_triggers_after(&env, thawed, 2, "two triggers after the thaw").await;
+
+    assert_eq!(
+        applied(&replica(&mut replicas, &leader).log()).len(),
+        applied_before,
+        "the thawed leader applied triggers"
+    );
+    let applied = applied_by_anyone(&replicas);
+    for (who, a) in applied.iter().filter(|(_, a)| a.schedule_time > frozen_at) {
+        assert_eq!(who, &successor, "{a:?}");
+    }
+    let (holder, _) = lease_state(&env).await;
+    assert_eq!(holder, successor);
+    let object = env
+        .api::<tidal_scheduler::api::TidalScheduler>()
+        .get("web")
+        .await
+        .expect("get");
+    assert_no_duplicate_history(status(&object));
+    assert_single_writer(&env);
+}
