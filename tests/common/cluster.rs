@@ -37,6 +37,8 @@ const FIELD_MANAGER: &str = "tidal-tests";
 pub struct ControlPlane {
     kubeconfig: PathBuf,
     dir: Option<PathBuf>,
+    /// Where etcd and kube-apiserver are (a control plane started here).
+    bin: Option<PathBuf>,
 }
 
 /// This test binary's control plane, started on first use.
@@ -76,6 +78,7 @@ impl ControlPlane {
         let control_plane = ControlPlane {
             kubeconfig: PathBuf::from(kubeconfig),
             dir: Some(dir.to_owned()),
+            bin: Some(bin),
         };
         control_plane.install_crd()?;
         Ok(control_plane)
@@ -86,6 +89,7 @@ impl ControlPlane {
         let control_plane = ControlPlane {
             kubeconfig,
             dir: None,
+            bin: None,
         };
         control_plane.install_crd()?;
         Ok(control_plane)
@@ -99,6 +103,33 @@ impl ControlPlane {
     /// The directory of a control plane started here (pid files, logs, data).
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
+    }
+
+    /// Stops one component (`kube-apiserver` or `etcd`) of a control plane started here,
+    /// like a crash (SIGKILL after 1 s): an outage, until [`ControlPlane::start_stopped`].
+    pub fn stop_component(&self, component: &str) {
+        let status = Command::new("bash")
+            .arg(Path::new(REPO).join("tests/control-plane/down.sh"))
+            .args([self.dir_arg(), component])
+            .env("TIDAL_STOP_GRACE", "1")
+            .stderr(Stdio::inherit())
+            .status()
+            .expect("run down.sh");
+        assert!(status.success(), "down.sh {component} failed: {status}");
+    }
+
+    /// Starts whatever component is stopped again, on the same ports, and waits until
+    /// the API server is ready.
+    pub fn start_stopped(&self) {
+        let dir = self.dir_arg();
+        run_script("up.sh", &[dir], self.bin.as_deref()).expect("up.sh after an outage");
+    }
+
+    fn dir_arg(&self) -> &str {
+        self.dir
+            .as_deref()
+            .and_then(Path::to_str)
+            .expect("outages need the harness's own control plane, not TIDAL_TEST_KUBECONFIG")
     }
 
     /// An admin client (group system:masters).

@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tidal_scheduler::api::{HistoryEntry, TidalScheduler, TidalSchedulerStatus};
+use tidal_scheduler::schedule::Tide;
 
 use super::cluster::TestEnv;
 use super::fixtures::object;
@@ -255,4 +256,30 @@ pub async fn within<T>(limit: Duration, what: &str, body: impl Future<Output = T
     tokio::time::timeout(limit, body)
         .await
         .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+}
+
+/// Checks that `history` accounts for every fire instant of `tide` between its oldest and
+/// newest entries exactly once: each entry's `superseded` counts the instants since the
+/// previous entry, so none was lost and none applied twice.
+pub fn assert_every_instant_accounted(tide: &Tide, history: &[HistoryEntry]) {
+    let mut entries: Vec<&HistoryEntry> = history.iter().collect();
+    entries.sort_by_key(|h| h.schedule_time.0);
+    for pair in entries.windows(2) {
+        let (previous, entry) = (pair[0], pair[1]);
+        assert!(
+            previous.schedule_time.0 < entry.schedule_time.0,
+            "two entries at {}: {history:#?}",
+            entry.schedule_time.0
+        );
+        let missed = tide.superseded_between(previous.schedule_time.0, entry.schedule_time.0);
+        assert_eq!(
+            entry.superseded, missed as i64,
+            "{} at {} supersedes {} instants, but {missed} passed since {}: {history:#?}",
+            entry.rule, entry.schedule_time.0, entry.superseded, previous.schedule_time.0
+        );
+        assert!(
+            entry.catch_up || missed == 0,
+            "an on-time entry after missed instants: {entry:#?}"
+        );
+    }
 }

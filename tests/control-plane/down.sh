@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Stops the control plane that up.sh started under DIR (kube-apiserver, then etcd)
 # and leaves no process behind: SIGTERM, then SIGKILL after a grace period. The
-# data stays, so `up.sh DIR` starts it again; remove DIR to forget it.
+# data stays, so `up.sh DIR` starts it again; remove DIR to forget it. With a
+# COMPONENT (kube-apiserver or etcd), stops only that one (an outage drill);
+# `up.sh DIR` starts it again on the same port.
+#
+# Usage: down.sh DIR [COMPONENT]
 #
 # Environment:
 #   TIDAL_STOP_GRACE  seconds between SIGTERM and SIGKILL (default 10)
 set -euo pipefail
 
 log() { echo "down: $*" >&2; }
-[ $# -eq 1 ] || { log "usage: down.sh DIR"; exit 1; }
+[ $# -eq 1 ] || [ $# -eq 2 ] || { log "usage: down.sh DIR [kube-apiserver|etcd]"; exit 1; }
+only="${2:-}"
+case "$only" in
+  "" | kube-apiserver | etcd) ;;
+  *) log "unknown component $only (kube-apiserver or etcd)"; exit 1 ;;
+esac
 [ -d "$1" ] || { log "$1: no such directory (nothing to stop)"; exit 0; }
 dir="$(cd "$1" && pwd)"
 grace="${TIDAL_STOP_GRACE:-10}"
@@ -34,5 +43,7 @@ stop() { # name
   rm -f "$dir/$1.pid"
 }
 
-stop kube-apiserver
-stop etcd
+for component in kube-apiserver etcd; do
+  [ -z "$only" ] || [ "$only" = "$component" ] || continue
+  stop "$component"
+done
