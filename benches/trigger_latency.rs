@@ -29,6 +29,7 @@ use tidal_scheduler::controller::plan::{self, Facts, Written};
 
 use common::cluster::{TestEnv, control_plane};
 use common::fixtures::deployment;
+use common::measure::summary;
 use common::process::Process;
 use common::tide::{manifest, once_at, second_after, sleep_past};
 
@@ -74,15 +75,6 @@ async fn main() -> anyhow::Result<()> {
         memory(10_000).await?;
     }
     Ok(())
-}
-
-/// p50, p99, max of `samples`.
-fn summary(samples: &[f64]) -> (f64, f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let at =
-        |q: f64| sorted[((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1];
-    (at(0.50), at(0.99), at(1.0))
 }
 
 /// Rules of the latency objects: a base level, then one rule per round, `spacing`
@@ -298,6 +290,8 @@ fn run_controller(env: &TestEnv) -> Process {
             "json",
             "--lease-namespace",
             &env.namespace,
+            "--metrics-address",
+            "127.0.0.1:0",
         ],
     )
 }

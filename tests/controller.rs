@@ -981,7 +981,13 @@ async fn sigterm_stops_a_controller_that_cannot_reach_the_api_server() {
     std::fs::write(&path, unreachable).expect("write kubeconfig");
     let mut command = std::process::Command::new(common::process::BINARY);
     command
-        .args(["run", "--log-format", "json"])
+        .args([
+            "run",
+            "--log-format",
+            "json",
+            "--metrics-address",
+            "127.0.0.1:0",
+        ])
         .env("KUBECONFIG", &path);
     let mut controller =
         common::process::Process::spawn("controller", command, dir.join("controller.log"));
@@ -995,6 +1001,9 @@ async fn sigterm_stops_a_controller_that_cannot_reach_the_api_server() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Alive, but not ready: its cache never listed.
+    assert_eq!(common::replicas::http_get(&controller, "/healthz").0, 200);
+    assert_eq!(common::replicas::http_get(&controller, "/readyz").0, 503);
     controller.signal("TERM");
     let status = tokio::task::spawn_blocking(move || controller.wait(Duration::from_secs(10)))
         .await

@@ -116,6 +116,18 @@ async fn of_three_replicas_only_the_lease_holder_writes() {
         );
     }
     assert_single_writer(&env);
+    for replica in &replicas {
+        assert_eq!(
+            http_get(replica, "/readyz").0,
+            200,
+            "standbys are ready too"
+        );
+        let (code, metrics) = http_get(replica, "/metrics");
+        assert_eq!(code, 200);
+        let leading = if replica.name() == leader { 1 } else { 0 };
+        let line = format!("tidal_scheduler_leader {leading}\n");
+        assert!(metrics.contains(&line), "{}: {metrics}", replica.name());
+    }
 }
 
 #[tokio::test]

@@ -597,3 +597,99 @@ async fn rbac_grants_the_controller_what_it_needs_and_nothing_more() {
         .expect("get status");
     assert_eq!(stored.data["status"]["desiredReplicas"], 10);
 }
+
+#[tokio::test]
+async fn the_controller_deployment_is_accepted_and_hardened() {
+    use clap::Parser;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use tidal_scheduler::cli::Cli;
+    use tidal_scheduler::controller::SHUTDOWN_GRACE;
+
+    let env = TestEnv::new().await;
+    install_rbac(&env.client).await;
+    for manifest in read_manifests(&Path::new(REPO).join("deploy/controller.yaml")) {
+        apply(&env.client, &manifest, None)
+            .await
+            .unwrap_or_else(|e| panic!("deploy/controller.yaml: {e}"));
+    }
+    let system = |client: &Client| -> (Api<Deployment>, Api<ServiceAccount>) {
+        (
+            Api::namespaced(client.clone(), "tidal-system"),
+            Api::namespaced(client.clone(), "tidal-system"),
+        )
+    };
+    let (deployments, accounts) = system(&env.client);
+    let stored = deployments
+        .get("tidal-scheduler")
+        .await
+        .expect("Deployment");
+    let spec = stored.spec.expect("spec");
+    assert!(spec.replicas.unwrap_or(1) >= 2, "several replicas");
+    let pod = spec.template.spec.expect("pod spec");
+    let account = pod.service_account_name.clone().expect("a ServiceAccount");
+    accounts
+        .get(&account)
+        .await
+        .expect("the ServiceAccount of rbac.yaml");
+    let grace = pod.termination_grace_period_seconds.expect("grace period");
+    assert!(
+        grace as u64 > SHUTDOWN_GRACE.as_secs(),
+        "drain fits the grace period"
+    );
+    let pod_security = pod.security_context.clone().expect("pod securityContext");
+    assert_eq!(pod_security.run_as_non_root, Some(true));
+
+    let container = &pod.containers[0];
+    let mut argv = vec!["tidal-scheduler".to_owned()];
+    argv.extend(container.args.clone().unwrap_or_default());
+    Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("args {argv:?}: {e}"));
+    let from_field = |name: &str| {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.field_ref.as_ref())
+            .map(|f| f.field_path.clone())
+    };
+    assert_eq!(from_field("POD_NAME").as_deref(), Some("metadata.name"));
+    assert_eq!(
+        from_field("POD_NAMESPACE").as_deref(),
+        Some("metadata.namespace")
+    );
+    let port = &container.ports.as_ref().expect("ports")[0];
+    assert_eq!(
+        port.container_port, 8080,
+        "the default --metrics-address port"
+    );
+    let probe_path = |probe: &Option<k8s_openapi::api::core::v1::Probe>| {
+        probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .and_then(|h| h.path.clone())
+    };
+    assert_eq!(
+        probe_path(&container.liveness_probe).as_deref(),
+        Some("/healthz")
+    );
+    assert_eq!(
+        probe_path(&container.readiness_probe).as_deref(),
+        Some("/readyz")
+    );
+    let security = container.security_context.clone().expect("securityContext");
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(
+        security.capabilities.and_then(|c| c.drop),
+        Some(vec!["ALL".to_owned()])
+    );
+
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(env.client.clone(), "tidal-system");
+    let budget = budgets
+        .get("tidal-scheduler")
+        .await
+        .expect("PodDisruptionBudget");
+    assert!(budget.spec.and_then(|s| s.max_unavailable).is_some());
+}

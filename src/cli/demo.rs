@@ -24,6 +24,7 @@ use super::CliError;
 use crate::api::TidalScheduler;
 use crate::controller::{self, Settings};
 use crate::election::WriteGate;
+use crate::telemetry::server::Readiness;
 use crate::telemetry::{self, LogFormat};
 
 /// The namespace the demo works in.
@@ -82,6 +83,7 @@ fn start_and_show(scripts: &Path, dir: &Path) -> Result<(), CliError> {
             namespaces: vec![NAMESPACE.to_owned()],
             concurrency: 4,
             instance: "demo".to_owned(),
+            readiness: Readiness::default(),
         };
         let controller = tokio::spawn(controller::run(
             client.clone(),

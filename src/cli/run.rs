@@ -1,5 +1,6 @@
 //! `tidal-scheduler run`: the controller, with leader election unless turned off.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use crate::clock::SystemClock;
 use crate::controller::{self, Settings};
 use crate::election::{self, Elector, KubeLease, Timing, WriteGate};
 use crate::schedule::parse_go_duration;
+use crate::telemetry::metrics::Metrics;
+use crate::telemetry::server::{self, Readiness};
 use crate::telemetry::{self, LogFormat};
 
 /// Flags of `run`; each can also come from the environment.
@@ -61,6 +64,10 @@ pub struct RunArgs {
     /// The pause between Lease attempts, for the leader and the standbys.
     #[arg(long, env = "TIDAL_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub retry_period: Duration,
+
+    /// Where `/healthz`, `/readyz` and `/metrics` are served (port 0: any free port, logged).
+    #[arg(long, env = "TIDAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub metrics_address: SocketAddr,
 }
 
 /// Runs the controller until SIGINT or SIGTERM: drains, then releases the Lease.
@@ -79,6 +86,17 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let identity = args.identity.clone().unwrap_or_else(instance_name);
     let runtime = super::runtime()?;
     runtime.block_on(async {
+        let listener = server::bind(args.metrics_address).await.map_err(|error| {
+            CliError::Argument(format!(
+                "--metrics-address {}: cannot listen: {error}",
+                args.metrics_address
+            ))
+        })?;
+        if let Ok(address) = listener.local_addr() {
+            tracing::info!(%address, "serving /healthz, /readyz and /metrics");
+        }
+        let (metrics, readiness) = (Metrics::default(), Readiness::default());
+        tokio::spawn(server::serve(listener, readiness.clone(), metrics.clone()));
         let client = client(&identity).await?;
         let (gate, release) = if args.leader_elect {
             let namespace = args
@@ -89,16 +107,18 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             let lock = KubeLease::new(client.clone(), &namespace, &args.lease_name);
             let elector = Elector::new(lock, &identity, timing.lease_duration, Arc::new(SystemClock));
             tracing::info!(lease = %elector.describe(), %identity, ?timing, "campaigning for leadership");
-            let (gate, release) = election::spawn(elector, timing, ());
+            let (gate, release) = election::spawn(elector, timing, metrics);
             (gate, Some(release))
         } else {
             tracing::info!("leader election off: acting as the only replica");
+            election::Observer::leading(&metrics, true);
             (WriteGate::always_open(), None)
         };
         let settings = Settings {
             namespaces: args.namespaces,
             concurrency: args.concurrency,
             instance: identity,
+            readiness,
         };
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {

@@ -42,6 +42,7 @@ pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
 use crate::election::{NotLeading, WriteGate};
+use crate::telemetry::server::Readiness;
 
 /// How often the memory of deleted objects is dropped.
 const FORGET_EVERY: Duration = Duration::from_secs(300);
@@ -94,6 +95,8 @@ pub struct Settings {
     pub concurrency: u16,
     /// Who reports Events (`reportingInstance`), e.g. the pod name.
     pub instance: String,
+    /// Set once every watch cache has listed, cleared at shutdown (`/readyz`).
+    pub readiness: Readiness,
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.
@@ -153,11 +156,14 @@ pub async fn run(
     });
     let controllers = futures::future::join_all(controllers.collect::<Vec<_>>());
     tracing::info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, "controller started");
+    let readiness = settings.readiness.clone();
     tokio::select! {
         _ = controllers => {}
-        () = forget_deleted(ctx.clone(), stores) => {}
-        () = drained_after(shutdown, in_flight) => {}
+        () = forget_deleted(ctx.clone(), stores.clone()) => {}
+        () = ready_once_listed(stores, readiness.clone()) => {}
+        () = drained_after(shutdown, in_flight, readiness.clone()) => {}
     }
+    readiness.set(false);
     tracing::info!("controller stopped");
 }
 
@@ -195,6 +201,18 @@ async fn forget_deleted(ctx: Arc<Context>, stores: Vec<Store<TidalScheduler>>) {
     }
 }
 
+/// Marks the process ready once every watch cache has listed, then waits forever.
+async fn ready_once_listed(stores: Vec<Store<TidalScheduler>>, readiness: Readiness) {
+    for store in &stores {
+        if store.wait_until_ready().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+    readiness.set(true);
+    tracing::info!("watch caches listed: ready");
+    std::future::pending().await
+}
+
 /// Logs what the Controller stream reports: watch failures (a missing CRD, missing RBAC,
 /// an unreachable API server) are warnings; failed reconciles were already logged by
 /// [`error_policy`]; a wake-up for a deleted object is routine.
@@ -211,11 +229,12 @@ fn log_outcome<Q: std::fmt::Display>(error: Option<kube::runtime::controller::Er
     }
 }
 
-/// Resolves once shutdown was requested and no reconcile runs (or after
-/// [`SHUTDOWN_GRACE`]). kube-runtime's own graceful shutdown waits for the first list of
+/// Resolves once shutdown was requested (from then on the process is not ready) and no
+/// reconcile runs (or after [`SHUTDOWN_GRACE`]). kube-runtime's own graceful shutdown waits for the first list of
 /// the cache, which never comes while, say, the CRD is missing.
-async fn drained_after(shutdown: watch::Receiver<bool>, in_flight: InFlight) {
+async fn drained_after(shutdown: watch::Receiver<bool>, in_flight: InFlight, readiness: Readiness) {
     changed_to_true(shutdown).await;
+    readiness.set(false);
     let drained = async {
         while in_flight.count() > 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -1,4 +1,9 @@
-//! Logs: structured, to stderr, as text or JSON lines, filtered by `RUST_LOG`.
+//! What the controller tells operators: logs (structured, to stderr, as text or JSON
+//! lines, filtered by `RUST_LOG`), Prometheus [`metrics`], and the health endpoints of
+//! the [`server`].
+
+pub mod metrics;
+pub mod server;
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;

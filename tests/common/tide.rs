@@ -51,6 +51,8 @@ pub fn start_replica(env: &TestEnv, name: &str, timing: &[&str]) -> Process {
         &env.namespace,
         "--identity",
         name,
+        "--metrics-address",
+        "127.0.0.1:0",
     ];
     args.extend(timing);
     env.run_binary(name, &args)

@@ -1,0 +1,130 @@
+//! Failover and graceful handover times of three controller replicas on the local control
+//! plane (etcd + kube-apiserver from the test harness), with rules firing every 2 s:
+//!
+//! - failover: SIGKILL the leader at a random moment → the trigger missed meanwhile
+//!   applied by the new leader (the catch-up entry's `executionTime`);
+//! - handover: SIGTERM the leader → a standby holds the Lease (from then on it acts: the
+//!   gate opens and every object is reconciled).
+//!
+//! Each killed or terminated replica is replaced by a fresh one, as a Deployment would.
+//!
+//! Run: `cargo bench --bench failover`. `TIDAL_BENCH_LEASE=4s,3s,1s` sets the Lease
+//! duration, renew deadline and retry period (default client-go's 15s,10s,2s);
+//! `TIDAL_BENCH_KILLS=N` the number of kills and of terminations (default 20).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::PostParams;
+
+use common::cluster::{TestEnv, control_plane};
+use common::fixtures::deployment;
+use common::measure::{random_below, summary};
+use common::replicas::{Fleet, lease_state};
+use common::tide::{create, manifest, wait_status};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let lease = std::env::var("TIDAL_BENCH_LEASE").unwrap_or_else(|_| "15s,10s,2s".to_owned());
+    let kills: usize = std::env::var("TIDAL_BENCH_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20);
+    let durations: Vec<&str> = lease.split(',').collect();
+    anyhow::ensure!(durations.len() == 3, "TIDAL_BENCH_LEASE: three durations");
+    let timing = [
+        "--lease-duration",
+        durations[0],
+        "--renew-deadline",
+        durations[1],
+        "--retry-period",
+        durations[2],
+    ];
+    println!("control plane: {}", control_plane().kubeconfig().display());
+
+    let env = TestEnv::new().await;
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web"))
+        .await?;
+    let rules = [
+        ("even", "CRON_TZ=UTC */4 * * * * *", 2),
+        ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
+    ];
+    create(
+        &env,
+        manifest("web", "apps/v1", "Deployment", "web", "Status", &rules),
+    )
+    .await;
+    let mut fleet = Fleet::start(&env, "replica", &timing, 3);
+    let mut leader = fleet.leader_other_than("").await;
+    let started = Timestamp::now();
+    wait_status(&env, "web", "a first trigger", |s| {
+        s.history.iter().any(|h| h.schedule_time.0 > started)
+    })
+    .await;
+
+    let mut failovers = Vec::new();
+    for kill in 0..kills {
+        tokio::time::sleep(random_below(Duration::from_secs(2))).await;
+        let killed_at = Timestamp::now();
+        fleet.get(&leader).signal("KILL");
+        fleet.add();
+        let applied = wait_status(&env, "web", "the missed trigger", |s| {
+            s.history.iter().any(|h| h.schedule_time.0 > killed_at)
+        })
+        .await;
+        let caught_up = applied
+            .status
+            .as_ref()
+            .and_then(|s| s.history.iter().find(|h| h.schedule_time.0 > killed_at))
+            .expect("the missed trigger");
+        let failover = caught_up.execution_time.0.duration_since(killed_at);
+        eprintln!(
+            "kill {kill}: {leader} → missed trigger applied {:.0} ms later (catchUp {})",
+            failover.as_secs_f64() * 1000.0,
+            caught_up.catch_up
+        );
+        failovers.push(failover.as_secs_f64() * 1000.0);
+        leader = fleet.leader_other_than(&leader).await;
+    }
+
+    let mut handovers = Vec::new();
+    for term in 0..kills {
+        tokio::time::sleep(random_below(Duration::from_secs(2))).await;
+        let terminated = Instant::now();
+        fleet.get(&leader).signal("TERM");
+        let successor = loop {
+            let (holder, _) = lease_state(&env).await;
+            if !holder.is_empty() && holder != leader {
+                break holder;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let handover = terminated.elapsed();
+        eprintln!("term {term}: {leader} → {successor} holds the Lease after {handover:?}");
+        handovers.push(handover.as_secs_f64() * 1000.0);
+        fleet.add();
+        leader = successor;
+    }
+
+    println!("\nthree replicas, Lease {lease} (duration, renew deadline, retry period)");
+    println!(
+        "{:<44} {:>7} {:>8} {:>8} {:>8}",
+        "ms", "samples", "p50", "p99", "max"
+    );
+    for (what, samples) in [
+        ("failover (SIGKILL → missed trigger applied)", &failovers),
+        ("handover (SIGTERM → successor holds Lease)", &handovers),
+    ] {
+        let (p50, p99, max) = summary(samples);
+        println!(
+            "{what:<44} {:>7} {p50:>8.0} {p99:>8.0} {max:>8.0}",
+            samples.len()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! The HTTP endpoints for the kubelet and Prometheus: `/healthz` (the process serves),
+//! `/readyz` (every watch cache has listed once and no shutdown is under way; standbys
+//! are ready too — they are warm spares), `/metrics`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use super::metrics::Metrics;
+
+/// Whether the process is ready to serve; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Marks the process ready or not.
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether the process is ready.
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    readiness: Readiness,
+    metrics: Metrics,
+}
+
+/// Binds `address`; the returned listener is served by [`serve`]. Binding first lets a
+/// taken port fail start-up with a clear error.
+pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(address).await
+}
+
+/// Serves the endpoints on `listener` until the process ends.
+pub async fn serve(listener: TcpListener, readiness: Readiness, metrics: Metrics) {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(export))
+        .with_state(Shared { readiness, metrics });
+    if let Err(error) = axum::serve(listener, app).await {
+        tracing::error!(%error, "the health and metrics server stopped");
+    }
+}
+
+async fn ready(State(shared): State<Shared>) -> impl IntoResponse {
+    if shared.readiness.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+async fn export(State(shared): State<Shared>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shared.metrics.encode(),
+    )
+}
