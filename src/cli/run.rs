@@ -86,28 +86,11 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let identity = args.identity.clone().unwrap_or_else(instance_name);
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let listener = server::bind(args.metrics_address).await.map_err(|error| {
-            CliError::Argument(format!(
-                "--metrics-address {}: cannot listen: {error}",
-                args.metrics_address
-            ))
-        })?;
-        if let Ok(address) = listener.local_addr() {
-            tracing::info!(%address, "serving /healthz, /readyz and /metrics");
-        }
         let (metrics, readiness) = (Metrics::default(), Readiness::default());
-        tokio::spawn(server::serve(listener, readiness.clone(), metrics.clone()));
+        serve_health(args.metrics_address, &readiness, &metrics).await?;
         let client = client(&identity).await?;
         let (gate, release) = if args.leader_elect {
-            let namespace = args
-                .lease_namespace
-                .clone()
-                .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
-                .unwrap_or_else(|| client.default_namespace().to_owned());
-            let lock = KubeLease::new(client.clone(), &namespace, &args.lease_name);
-            let elector = Elector::new(lock, &identity, timing.lease_duration, Arc::new(SystemClock));
-            tracing::info!(lease = %elector.describe(), %identity, ?timing, "campaigning for leadership");
-            let (gate, release) = election::spawn(elector, timing, metrics);
+            let (gate, release) = campaign(&args, &client, &identity, timing, metrics);
             (gate, Some(release))
         } else {
             tracing::info!("leader election off: acting as the only replica");
@@ -132,6 +115,47 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         }
         Ok(())
     })
+}
+
+/// Serves `/healthz`, `/readyz` and `/metrics` on `address` in the background.
+async fn serve_health(
+    address: SocketAddr,
+    readiness: &Readiness,
+    metrics: &Metrics,
+) -> Result<(), CliError> {
+    let listener = server::bind(address).await.map_err(|error| {
+        CliError::Argument(format!(
+            "--metrics-address {address}: cannot listen: {error}"
+        ))
+    })?;
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "serving /healthz, /readyz and /metrics");
+    }
+    tokio::spawn(server::serve(listener, readiness.clone(), metrics.clone()));
+    Ok(())
+}
+
+/// Starts campaigning for the Lease of `args` as `identity`.
+fn campaign(
+    args: &RunArgs,
+    client: &Client,
+    identity: &str,
+    timing: Timing,
+    metrics: Metrics,
+) -> (WriteGate, election::Release) {
+    let namespace = args
+        .lease_namespace
+        .clone()
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let lock = KubeLease::new(client.clone(), &namespace, &args.lease_name);
+    let elector = Elector::new(lock, identity, timing.lease_duration, Arc::new(SystemClock));
+    tracing::info!(lease = %elector.describe(), identity, ?timing, "campaigning for leadership");
+    election::spawn(elector, timing, metrics)
 }
 
 /// A client from the in-cluster configuration or KUBECONFIG, whose User-Agent names this

@@ -230,8 +230,9 @@ fn log_outcome<Q: std::fmt::Display>(error: Option<kube::runtime::controller::Er
 }
 
 /// Resolves once shutdown was requested (from then on the process is not ready) and no
-/// reconcile runs (or after [`SHUTDOWN_GRACE`]). kube-runtime's own graceful shutdown waits for the first list of
-/// the cache, which never comes while, say, the CRD is missing.
+/// reconcile runs (or after [`SHUTDOWN_GRACE`]). kube-runtime's own graceful shutdown
+/// waits for the first list of the cache, which never comes while, say, the CRD is
+/// missing.
 async fn drained_after(shutdown: watch::Receiver<bool>, in_flight: InFlight, readiness: Readiness) {
     changed_to_true(shutdown).await;
     readiness.set(false);
