@@ -18,14 +18,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::PostParams;
 
 use common::cluster::{TestEnv, control_plane};
-use common::fixtures::deployment;
 use common::measure::{random_below, summary};
-use common::replicas::{Fleet, lease_state};
-use common::tide::{create, manifest, wait_status};
+use common::replicas::{ALTERNATING, Fleet, create_web, lease_state};
+use common::tide::wait_status;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -47,18 +44,7 @@ async fn main() -> anyhow::Result<()> {
     println!("control plane: {}", control_plane().kubeconfig().display());
 
     let env = TestEnv::new().await;
-    env.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web"))
-        .await?;
-    let rules = [
-        ("even", "CRON_TZ=UTC */4 * * * * *", 2),
-        ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
-    ];
-    create(
-        &env,
-        manifest("web", "apps/v1", "Deployment", "web", "Status", &rules),
-    )
-    .await;
+    create_web(&env, &ALTERNATING, 10).await;
     let mut fleet = Fleet::start(&env, "replica", &timing, 3);
     let mut leader = fleet.leader_other_than("").await;
     let started = Timestamp::now();

@@ -11,14 +11,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::PostParams;
 use kube::runtime::{WatchStreamExt, watcher};
-use tidal_scheduler::api::{HistoryEntry, TidalScheduler, validate};
+use tidal_scheduler::api::{HistoryEntry, TidalScheduler};
 
 use common::audit::assert_only_the_holder_writes;
 use common::cluster::TestEnv;
-use common::fixtures::deployment;
 use common::measure::random_below;
 use common::replicas::*;
 use common::tide::*;
@@ -38,18 +35,7 @@ const CHAOS_LEASE: [&str; 6] = [
 #[tokio::test(flavor = "multi_thread")]
 async fn fifty_leader_kills_lose_no_trigger_and_apply_none_twice() {
     let env = TestEnv::new().await;
-    env.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web"))
-        .await
-        .expect("create Deployment");
-    let rules = [
-        ("even", "CRON_TZ=UTC */4 * * * * *", 2),
-        ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
-    ];
-    let mut manifest = manifest("web", "apps/v1", "Deployment", "web", "Status", &rules);
-    manifest["spec"]["historyLimit"] = 100.into();
-    let created = create(&env, manifest).await;
-    let tide = validate(&created, Timestamp::now()).expect("valid").tide;
+    let tide = create_web(&env, &ALTERNATING, 100).await;
 
     // Every history entry ever seen, and whether any status held one twice.
     let seen: Arc<Mutex<BTreeMap<(String, Timestamp), HistoryEntry>>> = Arc::default();

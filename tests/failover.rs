@@ -8,36 +8,23 @@ mod common;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::PostParams;
 
 use common::audit::assert_only_the_holder_writes;
 use common::cluster::TestEnv;
-use common::fixtures::deployment;
+use common::process::Process;
 use common::replicas::*;
 use common::tide::*;
 
 const NAMES: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
 
-/// Rules alternating the level every 2 s: each instant is a new trigger.
-const ALTERNATING: [(&str, &str, i32); 2] = [
-    ("even", "CRON_TZ=UTC */4 * * * * *", 2),
-    ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
-];
-
-async fn create_deployment(env: &TestEnv) {
-    env.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web"))
-        .await
-        .expect("create Deployment");
-}
-
-async fn create_tide(env: &TestEnv, rules: &[(&str, &str, i32)]) {
-    create(
-        env,
-        manifest("web", "apps/v1", "Deployment", "web", "Status", rules),
-    )
-    .await;
+/// Three replicas on the alternating rules, once the leader has applied a trigger;
+/// returns them and the leader.
+async fn three_replicas_leading(env: &TestEnv) -> (Vec<Process>, String) {
+    create_web(env, &ALTERNATING, 10).await;
+    let replicas = start_replicas(env, &NAMES);
+    let leader = wait_holder(env, "leader", |h| !h.is_empty()).await;
+    wait_triggers_after(env, Timestamp::now(), 1, "a trigger").await;
+    (replicas, leader)
 }
 
 /// Waits until `count` triggers after `after` are in the status history.
@@ -52,8 +39,15 @@ async fn wait_triggers_after(env: &TestEnv, after: Timestamp, count: usize, what
     .await;
 }
 
-/// Checks the audit log: only the Lease holder wrote, and it wrote statuses.
-fn assert_single_writer(env: &TestEnv) {
+/// Checks the audit log (only the Lease holder wrote, and it wrote statuses) and the
+/// status (no trigger recorded twice).
+async fn assert_single_writer(env: &TestEnv) {
+    let object = env
+        .api::<tidal_scheduler::api::TidalScheduler>()
+        .get("web")
+        .await
+        .expect("get");
+    assert_no_duplicate_history(status(&object));
     let checked = assert_only_the_holder_writes(env, LEASE_NAME);
     assert!(
         checked
@@ -64,7 +58,7 @@ fn assert_single_writer(env: &TestEnv) {
 }
 
 /// Every trigger in the replicas' logs, by whom, and checks none was applied twice.
-fn applied_by_anyone(replicas: &[common::process::Process]) -> Vec<(String, Applied)> {
+fn applied_by_anyone(replicas: &[Process]) -> Vec<(String, Applied)> {
     let all: Vec<(String, Applied)> = replicas
         .iter()
         .flat_map(|p| {
@@ -88,10 +82,7 @@ fn applied_by_anyone(replicas: &[common::process::Process]) -> Vec<(String, Appl
 #[tokio::test]
 async fn of_three_replicas_only_the_lease_holder_writes() {
     let env = TestEnv::new().await;
-    create_deployment(&env).await;
-    create_tide(&env, &ALTERNATING).await;
-    let replicas = start_replicas(&env, &NAMES);
-    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
+    let (replicas, leader) = three_replicas_leading(&env).await;
     let started = Timestamp::now();
     wait_triggers_after(&env, started, 4, "four triggers").await;
 
@@ -102,12 +93,6 @@ async fn of_three_replicas_only_the_lease_holder_writes() {
     }
     let (holder, transitions) = lease_state(&env).await;
     assert_eq!((holder.as_str(), transitions), (leader.as_str(), 0));
-    let object = env
-        .api::<tidal_scheduler::api::TidalScheduler>()
-        .get("web")
-        .await
-        .expect("get");
-    assert_no_duplicate_history(status(&object));
     for event in events_about(&env, "web").await {
         assert_eq!(
             event.reporting_instance.as_deref(),
@@ -115,7 +100,7 @@ async fn of_three_replicas_only_the_lease_holder_writes() {
             "{event:?}"
         );
     }
-    assert_single_writer(&env);
+    assert_single_writer(&env).await;
     for replica in &replicas {
         assert_eq!(
             http_get(replica, "/readyz").0,
@@ -133,12 +118,12 @@ async fn of_three_replicas_only_the_lease_holder_writes() {
 #[tokio::test]
 async fn a_leader_killed_just_before_an_instant_is_caught_up_once_by_its_successor() {
     let env = TestEnv::new().await;
-    create_deployment(&env).await;
     let instant = second_after(Duration::from_secs(10));
     let edge = once_at(instant);
-    create_tide(
+    create_web(
         &env,
         &[("base", "CRON_TZ=UTC 0 0 0 * * *", 1), ("edge", &edge, 7)],
+        10,
     )
     .await;
     let mut replicas = start_replicas(&env, &NAMES);
@@ -180,17 +165,13 @@ async fn a_leader_killed_just_before_an_instant_is_caught_up_once_by_its_success
     let (holder, transitions) = lease_state(&env).await;
     assert_eq!(&holder, by[0]);
     assert_eq!(transitions, 1);
-    assert_single_writer(&env);
+    assert_single_writer(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_terminated_leader_hands_over_within_a_retry_period() {
     let env = TestEnv::new().await;
-    create_deployment(&env).await;
-    create_tide(&env, &ALTERNATING).await;
-    let mut replicas = start_replicas(&env, &NAMES);
-    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
-    wait_triggers_after(&env, Timestamp::now(), 1, "a trigger").await;
+    let (mut replicas, leader) = three_replicas_leading(&env).await;
 
     let terminated = Instant::now();
     replica(&mut replicas, &leader).signal("TERM");
@@ -218,17 +199,13 @@ async fn a_terminated_leader_hands_over_within_a_retry_period() {
         assert_eq!(who, &successor, "{a:?}");
         assert!(!a.catch_up, "{a:?}");
     }
-    assert_single_writer(&env);
+    assert_single_writer(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_frozen_leader_writes_nothing_after_it_thaws() {
     let env = TestEnv::new().await;
-    create_deployment(&env).await;
-    create_tide(&env, &ALTERNATING).await;
-    let mut replicas = start_replicas(&env, &NAMES);
-    let leader = wait_holder(&env, "leader", |h| !h.is_empty()).await;
-    wait_triggers_after(&env, Timestamp::now(), 1, "a trigger").await;
+    let (mut replicas, leader) = three_replicas_leading(&env).await;
 
     replica(&mut replicas, &leader).signal("STOP");
     let frozen_at = Timestamp::now();
@@ -261,11 +238,5 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
     }
     let (holder, _) = lease_state(&env).await;
     assert_eq!(holder, successor);
-    let object = env
-        .api::<tidal_scheduler::api::TidalScheduler>()
-        .get("web")
-        .await
-        .expect("get");
-    assert_no_duplicate_history(status(&object));
-    assert_single_writer(&env);
+    assert_single_writer(&env).await;
 }

@@ -6,29 +6,16 @@
 mod common;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::PostParams;
-use tidal_scheduler::api::{TidalScheduler, validate};
+use tidal_scheduler::api::TidalScheduler;
 
 use common::cluster::TestEnv;
-use common::fixtures::deployment;
+use common::replicas::{ALTERNATING, create_web};
 use common::tide::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_rides_out_apiserver_and_etcd_restarts() {
     let env = TestEnv::new().await;
-    env.api::<Deployment>()
-        .create(&PostParams::default(), &deployment("web"))
-        .await
-        .expect("create Deployment");
-    let rules = [
-        ("even", "CRON_TZ=UTC */4 * * * * *", 2),
-        ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
-    ];
-    let mut tide = manifest("web", "apps/v1", "Deployment", "web", "Status", &rules);
-    tide["spec"]["historyLimit"] = 100.into();
-    let created = create(&env, tide).await;
-    let tide = validate(&created, Timestamp::now()).expect("valid").tide;
+    let tide = create_web(&env, &ALTERNATING, 100).await;
     let mut controller = start_controller(&env, "controller");
     wait_status(&env, "web", "an on-time trigger", |s| {
         s.history.iter().any(|h| !h.catch_up)

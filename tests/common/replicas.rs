@@ -1,15 +1,20 @@
 //! Several controller replicas on one test namespace, campaigning for its Lease with short
-//! durations, and what their logs say they applied.
+//! durations, what their logs say they applied, and the workload the drills run.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::PostParams;
 use serde_json::Value;
+use tidal_scheduler::api::validate;
+use tidal_scheduler::schedule::Tide;
 
 use super::cluster::TestEnv;
+use super::fixtures::deployment;
 use super::process::Process;
-use super::tide::{PATIENCE, start_replica};
+use super::tide::{PATIENCE, create, manifest, start_replica};
 
 /// Lease duration of the failover tests.
 pub const LEASE: Duration = Duration::from_secs(4);
@@ -183,4 +188,23 @@ pub fn http_get(process: &Process, path: &str) -> (u16, String) {
         .map_or("", |(_, body)| body)
         .to_owned();
     (status, body)
+}
+
+/// Rules alternating the level every 2 s: each instant is a new trigger.
+pub const ALTERNATING: [(&str, &str, i32); 2] = [
+    ("even", "CRON_TZ=UTC */4 * * * * *", 2),
+    ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
+];
+
+/// Creates the Deployment `web` and the TidalScheduler `web` targeting it in Status mode
+/// with `rules`, keeping `history_limit` entries; returns its tide.
+pub async fn create_web(env: &TestEnv, rules: &[(&str, &str, i32)], history_limit: i32) -> Tide {
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create Deployment");
+    let mut manifest = manifest("web", "apps/v1", "Deployment", "web", "Status", rules);
+    manifest["spec"]["historyLimit"] = history_limit.into();
+    let created = create(env, manifest).await;
+    validate(&created, Timestamp::now()).expect("valid").tide
 }
