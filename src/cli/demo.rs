@@ -24,6 +24,7 @@ use super::CliError;
 use crate::api::TidalScheduler;
 use crate::controller::{self, Settings};
 use crate::election::WriteGate;
+use crate::telemetry::metrics::Metrics;
 use crate::telemetry::server::Readiness;
 use crate::telemetry::{self, LogFormat};
 
@@ -84,6 +85,7 @@ fn start_and_show(scripts: &Path, dir: &Path) -> Result<(), CliError> {
             concurrency: 4,
             instance: "demo".to_owned(),
             readiness: Readiness::default(),
+            metrics: Metrics::default(),
         };
         let controller = tokio::spawn(controller::run(
             client.clone(),

@@ -90,7 +90,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         serve_health(args.metrics_address, &readiness, &metrics).await?;
         let client = client(&identity).await?;
         let (gate, release) = if args.leader_elect {
-            let (gate, release) = campaign(&args, &client, &identity, timing, metrics);
+            let (gate, release) = campaign(&args, &client, &identity, timing, metrics.clone());
             (gate, Some(release))
         } else {
             tracing::info!("leader election off: acting as the only replica");
@@ -102,6 +102,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             concurrency: args.concurrency,
             instance: identity,
             readiness,
+            metrics,
         };
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {

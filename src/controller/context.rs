@@ -10,12 +10,14 @@ use jiff::Timestamp;
 use kube::Client;
 use tokio::time::Instant;
 
+use super::consistency::{CacheVersion, ConsistencyStore};
 use super::event::EventSink;
 use super::in_flight::InFlight;
 use super::plan::ApplyProblem;
 use super::target::Targets;
 use crate::clock::Clock;
 use crate::election::WriteGate;
+use crate::telemetry::metrics::Metrics;
 
 /// Shared by all reconciles.
 pub struct Context {
@@ -31,6 +33,13 @@ pub struct Context {
     pub acting: WriteGate,
     /// Reconciles in progress.
     pub in_flight: InFlight,
+    /// Our writes not yet seen by the watch cache (read your own writes).
+    pub consistency: ConsistencyStore,
+    /// Metrics of the reconciles.
+    pub metrics: Metrics,
+    /// The newest resourceVersion of each watch cache, by scope (a namespace, or `None`
+    /// for all namespaces).
+    caches: HashMap<Option<String>, CacheVersion>,
     memory: Mutex<HashMap<String, Memory>>,
     /// Per `namespace/name`: the UID and resourceVersion of this process's last status
     /// write, until its watch event (the echo) comes back.
@@ -66,6 +75,8 @@ impl Context {
         events: EventSink,
         acting: WriteGate,
         in_flight: InFlight,
+        caches: HashMap<Option<String>, CacheVersion>,
+        metrics: Metrics,
     ) -> Context {
         Context {
             targets: Targets::new(client.clone()),
@@ -74,9 +85,20 @@ impl Context {
             events,
             acting,
             in_flight,
+            consistency: ConsistencyStore::default(),
+            metrics,
+            caches,
             memory: Mutex::new(HashMap::new()),
             own_writes: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The newest resourceVersion the watch cache holding `namespace` has seen.
+    pub fn cache_version(&self, namespace: &str) -> Option<String> {
+        self.caches
+            .get(&Some(namespace.to_owned()))
+            .or_else(|| self.caches.get(&None))
+            .and_then(CacheVersion::newest)
     }
 
     /// What is remembered about `key` in this term, or a fresh memory when its UID or

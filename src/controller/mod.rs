@@ -15,6 +15,7 @@
 //! writes, and each new leadership term reconciles every object anew (timers rebuilt from
 //! status, missed triggers caught up).
 
+mod consistency;
 mod context;
 mod event;
 mod in_flight;
@@ -22,7 +23,7 @@ pub mod plan;
 mod reconcile;
 mod target;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
+pub use consistency::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
 pub use context::Context;
 pub use event::EventSink;
 pub use in_flight::InFlight;
@@ -42,6 +44,7 @@ pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
 use crate::election::{NotLeading, WriteGate};
+use crate::telemetry::metrics::Metrics;
 use crate::telemetry::server::Readiness;
 
 /// How often the memory of deleted objects is dropped.
@@ -97,6 +100,8 @@ pub struct Settings {
     pub instance: String,
     /// Set once every watch cache has listed, cleared at shutdown (`/readyz`).
     pub readiness: Readiness,
+    /// Where stale-cache skips and cache versions are counted.
+    pub metrics: Metrics,
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.
@@ -113,32 +118,46 @@ pub async fn run(
     };
     let in_flight = InFlight::default();
     let events = EventSink::spawn(client.clone(), reporter, in_flight.clone(), gate.clone());
+    // One watch for all namespaces (scope None), or one per namespace.
+    let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
+        vec![None]
+    } else {
+        settings.namespaces.iter().cloned().map(Some).collect()
+    };
+    let caches: HashMap<Option<String>, CacheVersion> = scopes
+        .iter()
+        .map(|scope| (scope.clone(), CacheVersion::default()))
+        .collect();
     let ctx = Arc::new(Context::new(
         client.clone(),
         Arc::new(SystemClock),
         events,
         gate.clone(),
         in_flight.clone(),
+        caches.clone(),
+        settings.metrics.clone(),
     ));
-    let apis: Vec<Api<TidalScheduler>> = if settings.namespaces.is_empty() {
-        vec![Api::all(client)]
-    } else {
-        settings
-            .namespaces
-            .iter()
-            .map(|namespace| Api::namespaced(client.clone(), namespace))
-            .collect()
-    };
     let config = Config::default()
         .concurrency(settings.concurrency)
         .debounce(Duration::ZERO);
     let mut stores = Vec::new();
-    let controllers = apis.into_iter().map(|api| {
+    let controllers = scopes.into_iter().map(|scope| {
+        let api: Api<TidalScheduler> = match &scope {
+            None => Api::all(client.clone()),
+            Some(namespace) => Api::namespaced(client.clone(), namespace),
+        };
         let (reader, writer) = reflector::store();
         let echoes = ctx.clone();
+        let observer = ctx.clone();
+        let cache = caches[&scope].clone();
+        let label = scope.unwrap_or_else(|| "all".to_owned());
         let objects = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(slim)
+            .map_ok(move |event| {
+                observe(&observer, &cache, &label, &event);
+                event
+            })
             .reflect(writer)
             .applied_objects()
             .try_filter(move |object| std::future::ready(!is_echo(&echoes, object)));
@@ -175,6 +194,32 @@ fn slim(object: &mut TidalScheduler) {
     object
         .annotations_mut()
         .remove("kubectl.kubernetes.io/last-applied-configuration");
+}
+
+/// Notes what a watch event tells the consistency check: the newest resourceVersion this
+/// cache has seen, and deletions (which end an owner's record).
+fn observe(
+    ctx: &Context,
+    cache: &CacheVersion,
+    label: &str,
+    event: &watcher::Event<TidalScheduler>,
+) {
+    let object = match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => object,
+        watcher::Event::Delete(object) => {
+            if let Some(uid) = object.uid() {
+                ctx.consistency.forget(&reconcile::key_of(object), &uid);
+            }
+            object
+        }
+        watcher::Event::Init | watcher::Event::InitDone => return,
+    };
+    if let Some(version) = object.resource_version() {
+        cache.saw(&version);
+        if let Some(newest) = cache.newest().and_then(|v| v.parse().ok()) {
+            ctx.metrics.store_resource_version(label, newest);
+        }
+    }
 }
 
 /// Whether `object` (from the watch) is the echo of our own last status write: the cache

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::Error;
+use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::event::Reason;
 use super::plan::{self, ApplyProblem, Facts, Plan, Written};
@@ -30,6 +31,13 @@ const TARGET_RECHECK: Duration = MAX_SLEEP;
 /// Attempts when the object changed between read and write (409).
 const CONFLICT_ATTEMPTS: usize = 3;
 
+/// The group-resource of status writes, for the consistency check.
+pub const TIDAL_SCHEDULERS: &str = "tidalschedulers.scheduling.tidal.io";
+
+/// How soon a reconcile skipped on a stale cache runs again: fixed, not exponential
+/// (Kubernetes' backoff path has been seen to stall for minutes).
+pub const STALE_RETRY: Duration = Duration::from_millis(100);
+
 /// Reconciles one TidalScheduler; on a write conflict, re-reads it and tries again.
 pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _counted = ctx.in_flight.enter();
@@ -39,13 +47,27 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
+    let (key, uid) = (key_of(&object), object.uid().unwrap_or_default());
+    let cache = |resource: &str| {
+        (resource == TIDAL_SCHEDULERS)
+            .then(|| ctx.cache_version(&namespace))
+            .flatten()
+    };
+    if let Freshness::Stale { written, seen, .. } = ctx.consistency.check(&key, &uid, cache) {
+        ctx.metrics.stale_sync_skip();
+        tracing::debug!(tidal = %key, %written, %seen, "cache behind our own write: reconcile skipped");
+        return Ok(Action::requeue(STALE_RETRY));
+    }
     let api: Api<TidalScheduler> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut object = object;
     for _ in 1..CONFLICT_ATTEMPTS {
         match reconcile_once(&object, &api, &ctx).await {
             Err(Error::Conflict) => match api.get_opt(&object.name_any()).await {
                 Ok(Some(fresh)) => object = Arc::new(fresh),
-                Ok(None) => return Ok(Action::await_change()),
+                Ok(None) => {
+                    ctx.consistency.forget(&key, &uid);
+                    return Ok(Action::await_change());
+                }
                 Err(source) => return Err(Error::Read { source }),
             },
             other => return other,
@@ -243,6 +265,8 @@ async fn write_status(
     {
         Ok(written) => {
             if let (Some(uid), Some(version)) = (written.uid(), written.resource_version()) {
+                ctx.consistency
+                    .wrote(&key_of(&written), &uid, TIDAL_SCHEDULERS, &version);
                 ctx.wrote(key_of(&written), uid, version);
             }
             Ok(())
