@@ -961,36 +961,18 @@ async fn sigterm_stops_a_controller_that_cannot_reach_the_api_server() {
     let env = TestEnv::new().await;
     // The same credentials, but a server address nothing listens on: the first list of the
     // cache never succeeds.
-    let kubeconfig = std::fs::read_to_string(env.control_plane().kubeconfig()).expect("kubeconfig");
-    let unreachable: String = kubeconfig
-        .lines()
-        .map(|line| {
-            if line.trim_start().starts_with("server:") {
-                "    server: https://127.0.0.1:1".to_owned()
-            } else {
-                line.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("logs")
-        .join(&env.namespace);
-    std::fs::create_dir_all(&dir).expect("log dir");
-    let path = dir.join("unreachable.kubeconfig");
-    std::fs::write(&path, unreachable).expect("write kubeconfig");
-    let mut command = std::process::Command::new(common::process::BINARY);
-    command
-        .args([
+    let unreachable = env.kubeconfig_for_server("unreachable", "https://127.0.0.1:1");
+    let mut controller = env.run_binary_with(
+        "controller",
+        &[
             "run",
             "--log-format",
             "json",
             "--metrics-address",
             "127.0.0.1:0",
-        ])
-        .env("KUBECONFIG", &path);
-    let mut controller =
-        common::process::Process::spawn("controller", command, dir.join("controller.log"));
+        ],
+        &unreachable,
+    );
     // Wait until it has tried (and failed) to watch, then ask it to stop.
     let deadline = std::time::Instant::now() + PATIENCE;
     while !controller.log().contains("watching TidalSchedulers failed") {

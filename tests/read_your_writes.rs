@@ -15,7 +15,6 @@ use tidal_scheduler::api::TidalScheduler;
 use common::audit::replica_writes;
 use common::cluster::TestEnv;
 use common::lagging_proxy;
-use common::process::{BINARY, Process};
 use common::replicas::{ALTERNATING, create_web, http_get};
 use common::tide::*;
 
@@ -31,31 +30,12 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
         .expect("the harness's own control plane")
         .join("pki");
     let proxy = lagging_proxy::start(&pki, control_plane.client().await, WATCH_LAG).await;
-    let kubeconfig: String = std::fs::read_to_string(control_plane.kubeconfig())
-        .expect("kubeconfig")
-        .lines()
-        .map(|line| {
-            if line.trim_start().starts_with("server:") {
-                format!("    server: https://{proxy}")
-            } else {
-                line.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("logs")
-        .join(&env.namespace);
-    std::fs::create_dir_all(&dir).expect("log dir");
-    std::fs::write(dir.join("proxied.kubeconfig"), kubeconfig).expect("write kubeconfig");
-    let mut command = std::process::Command::new(BINARY);
-    command
-        .args(["run", "--namespace", &env.namespace, "--log-format", "json"])
-        .args(["--lease-namespace", &env.namespace, "--identity", "lagging"])
-        .args(["--metrics-address", "127.0.0.1:0"])
-        .args(TEST_LEASE)
-        .env("KUBECONFIG", dir.join("proxied.kubeconfig"));
-    let controller = Process::spawn("lagging", command, dir.join("lagging.log"));
+    let proxied = env.kubeconfig_for_server("proxied", &format!("https://{proxy}"));
+    let mut args = vec!["run", "--namespace", &env.namespace, "--log-format", "json"];
+    args.extend(["--lease-namespace", &env.namespace, "--identity", "lagging"]);
+    args.extend(["--metrics-address", "127.0.0.1:0"]);
+    args.extend(TEST_LEASE);
+    let controller = env.run_binary_with("lagging", &args, &proxied);
 
     let started = Timestamp::now();
     wait_status(&env, "web", "four triggers behind a lagging watch", |s| {

@@ -321,15 +321,41 @@ impl TestEnv {
     /// Runs the product binary with `args` against this control plane (as
     /// `KUBECONFIG`), logging to `target/tmp/logs/NAMESPACE/NAME.log`.
     pub fn run_binary(&self, name: &str, args: &[&str]) -> Process {
-        let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        self.run_binary_with(name, args, self.control_plane.kubeconfig())
+    }
+
+    /// Like [`TestEnv::run_binary`], with `KUBECONFIG` set to `kubeconfig`.
+    pub fn run_binary_with(&self, name: &str, args: &[&str], kubeconfig: &Path) -> Process {
+        let log = self.log_dir().join(format!("{name}.log"));
+        let mut command = Command::new(BINARY);
+        command.args(args).env("KUBECONFIG", kubeconfig);
+        Process::spawn(name, command, log)
+    }
+
+    /// Writes a copy of the admin kubeconfig whose server is `server` (e.g.
+    /// `https://127.0.0.1:1`) next to the test's logs, as `NAME.kubeconfig`; returns its path.
+    pub fn kubeconfig_for_server(&self, name: &str, server: &str) -> PathBuf {
+        let admin =
+            std::fs::read_to_string(self.control_plane.kubeconfig()).expect("read kubeconfig");
+        let redirected: Vec<String> = admin
+            .lines()
+            .map(|line| match line.trim_start().strip_prefix("server:") {
+                Some(_) => format!("    server: {server}"),
+                None => line.to_owned(),
+            })
+            .collect();
+        let dir = self.log_dir();
+        std::fs::create_dir_all(&dir).expect("create log directory");
+        let path = dir.join(format!("{name}.kubeconfig"));
+        std::fs::write(&path, redirected.join("\n")).expect("write kubeconfig");
+        path
+    }
+
+    /// Where the test's child processes log.
+    fn log_dir(&self) -> PathBuf {
+        Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join("logs")
             .join(&self.namespace)
-            .join(format!("{name}.log"));
-        let mut command = Command::new(BINARY);
-        command
-            .args(args)
-            .env("KUBECONFIG", self.control_plane.kubeconfig());
-        Process::spawn(name, command, log)
     }
 }
 
