@@ -8,6 +8,7 @@ use clap::{ArgAction, Args};
 use http::HeaderValue;
 use http::header::USER_AGENT;
 use kube::Client;
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::CliError;
@@ -124,7 +125,7 @@ async fn serve_health(
     readiness: &Readiness,
     metrics: &Metrics,
 ) -> Result<(), CliError> {
-    let listener = server::bind(address).await.map_err(|error| {
+    let listener = TcpListener::bind(address).await.map_err(|error| {
         CliError::Argument(format!(
             "--metrics-address {address}: cannot listen: {error}"
         ))

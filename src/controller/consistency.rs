@@ -118,7 +118,8 @@ impl ConsistencyStore {
     }
 
     /// Owners with writes not yet confirmed.
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    fn pending(&self) -> usize {
         self.lock().len()
     }
 
@@ -144,10 +145,15 @@ impl CacheVersion {
 
     /// The newest resourceVersion seen, if any.
     pub fn newest(&self) -> Option<String> {
-        match self.0.load(AtomicOrdering::Relaxed) {
+        match self.value() {
             0 => None,
             version => Some(version.to_string()),
         }
+    }
+
+    /// The newest resourceVersion seen as a number; 0 before any.
+    pub fn value(&self) -> u64 {
+        self.0.load(AtomicOrdering::Relaxed)
     }
 }
 

@@ -25,6 +25,7 @@ mod target;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -33,6 +34,7 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
 pub use consistency::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
@@ -150,12 +152,14 @@ pub async fn run(
         let echoes = ctx.clone();
         let observer = ctx.clone();
         let cache = caches[&scope].clone();
-        let label = scope.unwrap_or_else(|| "all".to_owned());
+        let gauge = settings
+            .metrics
+            .store_resource_version(scope.as_deref().unwrap_or("all"));
         let objects = watcher(api, watcher::Config::default())
             .default_backoff()
             .modify(slim)
             .map_ok(move |event| {
-                observe(&observer, &cache, &label, &event);
+                observe(&observer, &cache, &gauge, &event);
                 event
             })
             .reflect(writer)
@@ -201,7 +205,7 @@ fn slim(object: &mut TidalScheduler) {
 fn observe(
     ctx: &Context,
     cache: &CacheVersion,
-    label: &str,
+    gauge: &Gauge<i64, AtomicI64>,
     event: &watcher::Event<TidalScheduler>,
 ) {
     let object = match event {
@@ -214,11 +218,9 @@ fn observe(
         }
         watcher::Event::Init | watcher::Event::InitDone => return,
     };
-    if let Some(version) = object.resource_version() {
-        cache.saw(&version);
-        if let Some(newest) = cache.newest().and_then(|v| v.parse().ok()) {
-            ctx.metrics.store_resource_version(label, newest);
-        }
+    if let Some(version) = &object.metadata.resource_version {
+        cache.saw(version);
+        gauge.set(i64::try_from(cache.value()).unwrap_or(i64::MAX));
     }
 }
 

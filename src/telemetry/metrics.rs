@@ -70,11 +70,12 @@ impl Metrics {
         self.stale_sync_skips.inc();
     }
 
-    /// Sets the newest resourceVersion the cache of `watch` has seen.
-    pub fn store_resource_version(&self, watch: &str, version: u64) {
+    /// The gauge of the newest resourceVersion the cache of `watch` has seen; look it up
+    /// once, then set it per watch event.
+    pub fn store_resource_version(&self, watch: &str) -> Gauge<i64, AtomicI64> {
         self.store_resource_version
             .get_or_create(&vec![("watch".to_owned(), watch.to_owned())])
-            .set(i64::try_from(version).unwrap_or(i64::MAX));
+            .clone()
     }
 
     /// Every metric in the OpenMetrics text format.
@@ -115,8 +116,8 @@ mod tests {
     fn stale_skips_and_cache_versions_are_exported() {
         let metrics = Metrics::default();
         metrics.stale_sync_skip();
-        metrics.store_resource_version("all", 41);
-        metrics.store_resource_version("all", 42);
+        metrics.store_resource_version("all").set(41);
+        metrics.store_resource_version("all").set(42);
         let text = metrics.encode();
         assert!(
             text.contains("tidal_scheduler_stale_sync_skips_total 1\n"),

@@ -2,7 +2,6 @@
 //! `/readyz` (every watch cache has listed once and no shutdown is under way; standbys
 //! are ready too — they are warm spares), `/metrics`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -37,13 +36,8 @@ struct Shared {
     metrics: Metrics,
 }
 
-/// Binds `address`; the returned listener is served by [`serve`]. Binding first lets a
-/// taken port fail start-up with a clear error.
-pub async fn bind(address: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(address).await
-}
-
-/// Serves the endpoints on `listener` until the process ends.
+/// Serves the endpoints on `listener` (bound by the caller, so that a taken port fails
+/// start-up with a clear error) until the process ends.
 pub async fn serve(listener: TcpListener, readiness: Readiness, metrics: Metrics) {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
