@@ -4,13 +4,20 @@
 //! status write when the next instant comes: the reconcile is skipped and retried (counted
 //! in `stale_sync_skips_total`) instead of acting on the stale object — no status write
 //! is ever rejected for a stale resourceVersion, and every instant is applied once.
+//!
+//! And the cache's version also moves with the server's bookmarks, which vouch for changes
+//! the watch does not deliver.
 
 mod common;
 
+use std::cmp::Ordering;
 use std::time::Duration;
 
+use futures::StreamExt;
 use jiff::Timestamp;
+use kube::ResourceExt;
 use tidal_scheduler::api::TidalScheduler;
+use tidal_scheduler::controller::{compare_resource_versions, list_watch};
 
 use common::audit::replica_writes;
 use common::cluster::TestEnv;
@@ -69,4 +76,73 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
     let object = env.api::<TidalScheduler>().get("web").await.expect("get");
     assert_no_duplicate_history(status(&object));
     assert_every_instant_accounted(&tide, &status(&object).history);
+}
+
+/// A watch of an empty namespace delivers no event for a write in another namespace, but
+/// the server's bookmarks (sent 2 s before each watch's timeout, here 5 s) carry a version
+/// past it — which is what tells the consistency check that the cache is not behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn bookmarks_move_the_cache_version_past_writes_the_watch_does_not_deliver() {
+    let watched = TestEnv::new().await;
+    let elsewhere = TestEnv::new().await;
+    let (report, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let mut events = list_watch(
+        watched.api::<TidalScheduler>(),
+        Duration::from_secs(5),
+        move |version| {
+            let _ = report.send(version.to_owned());
+        },
+    )
+    .boxed();
+    let (deliver, mut delivered) = tokio::sync::mpsc::unbounded_channel();
+    let watch = tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            let _ = deliver.send(format!("{event:?}"));
+        }
+    });
+    let listed = tokio::time::timeout(Duration::from_secs(30), progress.recv())
+        .await
+        .expect("the list's version reported within 30 s")
+        .expect("a version");
+
+    let written = create(
+        &elsewhere,
+        manifest(
+            "other",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &ALTERNATING,
+        ),
+    )
+    .await
+    .resource_version()
+    .expect("a resourceVersion");
+    assert_eq!(
+        compare_resource_versions(&listed, &written),
+        Some(Ordering::Less),
+        "the write comes after the list"
+    );
+    let vouched = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let version = progress.recv().await.expect("the watch goes on");
+            if compare_resource_versions(&version, &written) >= Some(Ordering::Equal) {
+                return version;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no bookmark at or past {written} within 60 s"));
+    watch.abort();
+    let mut seen = Vec::new();
+    while let Ok(event) = delivered.try_recv() {
+        seen.push(event);
+    }
+    assert_eq!(
+        seen,
+        ["Ok(Init)", "Ok(InitDone)"],
+        "nothing but the empty list"
+    );
+    eprintln!("listed at {listed}, wrote {written} elsewhere, bookmark at {vouched}");
 }

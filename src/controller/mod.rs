@@ -19,6 +19,7 @@ mod consistency;
 mod context;
 mod event;
 mod in_flight;
+mod list_watch;
 pub mod plan;
 mod reconcile;
 mod target;
@@ -33,6 +34,7 @@ use kube::runtime::controller::{Config, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
@@ -41,6 +43,7 @@ pub use consistency::{CacheVersion, ConsistencyStore, Freshness, compare_resourc
 pub use context::Context;
 pub use event::EventSink;
 pub use in_flight::InFlight;
+pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 
 use crate::api::TidalScheduler;
@@ -155,14 +158,15 @@ pub async fn run(
         let gauge = settings
             .metrics
             .store_resource_version(scope.as_deref().unwrap_or("all"));
-        let objects = watcher(api, watcher::Config::default())
+        let progress = cache_progress(cache.clone(), gauge.clone());
+        let objects = list_watch(api, WATCH_TIMEOUT, progress)
             .default_backoff()
             .modify(slim)
+            .reflect(writer)
             .map_ok(move |event| {
                 observe(&observer, &cache, &gauge, &event);
                 event
             })
-            .reflect(writer)
             .applied_objects()
             .try_filter(move |object| std::future::ready(!is_echo(&echoes, object)));
         let controller = Controller::for_stream(objects, reader)
@@ -200,8 +204,9 @@ fn slim(object: &mut TidalScheduler) {
         .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
-/// Notes what a watch event tells the consistency check: the newest resourceVersion this
-/// cache has seen, and deletions (which end an owner's record).
+/// Notes what a watch event tells the consistency check, once the event is in the
+/// cache: the newest resourceVersion this cache has seen, and deletions (which end an
+/// owner's record).
 fn observe(
     ctx: &Context,
     cache: &CacheVersion,
@@ -219,9 +224,21 @@ fn observe(
         watcher::Event::Init | watcher::Event::InitDone => return,
     };
     if let Some(version) = &object.metadata.resource_version {
-        cache.saw(version);
-        gauge.set(i64::try_from(cache.value()).unwrap_or(i64::MAX));
+        saw(cache, gauge, version);
     }
+}
+
+/// The versions the watch vouches for without an object (a list's, a bookmark's).
+fn cache_progress(
+    cache: CacheVersion,
+    gauge: Gauge<i64, AtomicI64>,
+) -> impl Fn(&str) + Send + Sync + 'static {
+    move |version| saw(&cache, &gauge, version)
+}
+
+fn saw(cache: &CacheVersion, gauge: &Gauge<i64, AtomicI64>, version: &str) {
+    cache.saw(version);
+    gauge.set(i64::try_from(cache.value()).unwrap_or(i64::MAX));
 }
 
 /// Whether `object` (from the watch) is the echo of our own last status write: the cache
