@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::in_flight::InFlight;
+use super::recorder::{Recorder, Reporter};
 use crate::election::WriteGate;
 
 /// Events waiting to be published; beyond this they are dropped (and logged).
@@ -30,7 +30,7 @@ pub const QUIET: Duration = Duration::from_millis(250);
 const IDLE_POLL: Duration = Duration::from_millis(20);
 
 /// Reasons of the Events this controller emits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// A trigger was applied on time.
     Triggered,
@@ -55,7 +55,8 @@ pub enum Reason {
 }
 
 impl Reason {
-    fn as_str(self) -> &'static str {
+    /// The Event's `reason`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Reason::Triggered => "Triggered",
             Reason::CaughtUp => "CaughtUp",
@@ -70,16 +71,18 @@ impl Reason {
         }
     }
 
-    fn severity(self) -> EventType {
+    /// The Event's `type`.
+    pub fn severity(self) -> &'static str {
         match self {
             Reason::Triggered | Reason::CaughtUp | Reason::LevelChanged | Reason::Recovered => {
-                EventType::Normal
+                "Normal"
             }
-            _ => EventType::Warning,
+            _ => "Warning",
         }
     }
 
-    fn action(self) -> &'static str {
+    /// The Event's `action`.
+    pub fn action(self) -> &'static str {
         match self {
             Reason::InvalidSpec | Reason::SpecWarning | Reason::RuleConflict => "Validate",
             Reason::TargetNotFound | Reason::TargetNotScalable => "ResolveTarget",
@@ -112,7 +115,7 @@ impl EventSink {
         gate: WriteGate,
     ) -> EventSink {
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
-        let recorder = Recorder::new(client, reporter);
+        let mut recorder = Recorder::new(client, reporter);
         let publisher = async move {
             while let Some(queued) = pending.recv().await {
                 let Queued {
@@ -124,14 +127,8 @@ impl EventSink {
                 while reconciles.quiet_for() < QUIET && since.elapsed() < MAX_DEFERRAL {
                     tokio::time::sleep(IDLE_POLL).await;
                 }
-                let event = Event {
-                    type_: reason.severity(),
-                    reason: reason.as_str().to_owned(),
-                    note: Some(truncate(note, 1024)),
-                    action: reason.action().to_owned(),
-                    secondary: None,
-                };
-                match gate.guard(recorder.publish(&event, &reference)).await {
+                let note = truncate(note, 1024);
+                match gate.guard(recorder.publish(&reference, reason, note)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => {
                         tracing::warn!(%error, reason = reason.as_str(), "failed to publish event");

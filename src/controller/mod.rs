@@ -22,6 +22,7 @@ mod in_flight;
 mod list_watch;
 pub mod plan;
 mod reconcile;
+mod recorder;
 mod target;
 
 use std::collections::{HashMap, HashSet};
@@ -31,7 +32,6 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::{Config, Controller};
-use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -45,6 +45,7 @@ pub use event::EventSink;
 pub use in_flight::InFlight;
 pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
+pub use recorder::Reporter;
 
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
@@ -119,7 +120,7 @@ pub async fn run(
 ) {
     let reporter = Reporter {
         controller: "tidal-scheduler".to_owned(),
-        instance: Some(settings.instance.clone()),
+        instance: settings.instance.clone(),
     };
     let in_flight = InFlight::default();
     let events = EventSink::spawn(client.clone(), reporter, in_flight.clone(), gate.clone());
