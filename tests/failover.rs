@@ -57,6 +57,28 @@ async fn assert_single_writer(env: &TestEnv) {
     );
 }
 
+/// Every trigger in the replicas' logs, by whom, once `enough` holds of them (a replica
+/// logs a trigger just after its status write is acknowledged, so the status can be seen
+/// first); checks none was applied twice.
+async fn logged_by_anyone(
+    replicas: &[Process],
+    what: &str,
+    enough: impl Fn(&[(String, Applied)]) -> bool,
+) -> Vec<(String, Applied)> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let applied = applied_by_anyone(replicas);
+        if enough(&applied) {
+            return applied;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {what} logged within {PATIENCE:?}: {applied:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Every trigger in the replicas' logs, by whom, and checks none was applied twice.
 fn applied_by_anyone(replicas: &[Process]) -> Vec<(String, Applied)> {
     let all: Vec<(String, Applied)> = replicas
@@ -86,8 +108,7 @@ async fn of_three_replicas_only_the_lease_holder_writes() {
     let started = Timestamp::now();
     wait_triggers_after(&env, started, 4, "four triggers").await;
 
-    let applied = applied_by_anyone(&replicas);
-    assert!(applied.len() >= 4, "{applied:#?}");
+    let applied = logged_by_anyone(&replicas, "four triggers", |a| a.len() >= 4).await;
     for (who, a) in &applied {
         assert_eq!(who, &leader, "{a:?} applied by a standby");
     }
@@ -154,7 +175,12 @@ async fn a_leader_killed_just_before_an_instant_is_caught_up_once_by_its_success
         "applied {lateness:?} late, bound {bound:?}"
     );
     assert_no_duplicate_history(status(&caught_up));
-    let applied = applied_by_anyone(&replicas);
+    let applied = logged_by_anyone(&replicas, "the missed trigger", |applied| {
+        applied
+            .iter()
+            .any(|(_, a)| a.rule == "edge" && a.schedule_time == instant)
+    })
+    .await;
     let by: Vec<&String> = applied
         .iter()
         .filter(|(_, a)| a.rule == "edge")
@@ -189,12 +215,13 @@ async fn a_terminated_leader_hands_over_within_a_retry_period() {
 
     // The successor acts: the next instants are applied by it, on time.
     wait_triggers_after(&env, took_over, 2, "two triggers after the handover").await;
-    let applied = applied_by_anyone(&replicas);
-    let after: Vec<&(String, Applied)> = applied
-        .iter()
-        .filter(|(_, a)| a.schedule_time > took_over)
-        .collect();
-    assert!(after.len() >= 2, "{applied:#?}");
+    let after_handover = |a: &Applied| a.schedule_time > took_over;
+    let applied = logged_by_anyone(&replicas, "two triggers after the handover", |applied| {
+        applied.iter().filter(|(_, a)| after_handover(a)).count() >= 2
+    })
+    .await;
+    let after: Vec<&(String, Applied)> =
+        applied.iter().filter(|(_, a)| after_handover(a)).collect();
     for (who, a) in after {
         assert_eq!(who, &successor, "{a:?}");
         assert!(!a.catch_up, "{a:?}");
