@@ -4,8 +4,9 @@
 //! - Latency: the scheduled instant → status write acknowledged, as the controller logs it
 //!   (`trigger applied`, `lateness_ms`), with 1, 100 and 1,000 TidalSchedulers firing in
 //!   the same second; next to a baseline of the same number of plain status patches sent
-//!   at the same instants by a bare client with the same concurrency (the physical limit
-//!   of this machine).
+//!   by a bare client with the same concurrency (the physical limit of this machine). The
+//!   two take turns — baseline round, controller round, baseline round, ... — on objects
+//!   of their own, so slow drifts of this shared host weigh on both alike.
 //! - Memory: the controller's resident set with 10,000 TidalSchedulers of 5 rules each.
 //!
 //! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; the README keeps
@@ -56,8 +57,19 @@ async fn main() -> anyhow::Result<()> {
         if only.is_some_and(|only| only != objects) {
             continue;
         }
-        let baseline = baseline(objects, rounds, spacing).await?;
-        let controller = controller(objects, rounds, spacing).await?;
+        // Slot k is at first + k × spacing: the baseline fires at even slots, the
+        // controller's objects at odd ones.
+        let first = first_instant(2 * objects);
+        let slots = |parity: i64| -> Vec<Timestamp> {
+            (0..rounds as i64)
+                .map(|round| first + SignedDuration::from_secs(spacing * (2 * round + parity)))
+                .collect()
+        };
+        let controller = Controller::start(objects, slots(1)).await?;
+        let baseline = Baseline::prepare(objects, slots(0)).await?;
+        anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
+        let baseline = baseline.run().await?;
+        let controller = controller.finish().await?;
         let (c, b) = (summary(&controller), summary(&baseline));
         println!(
             "{objects:>7} {:>7} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.2}x",
@@ -77,13 +89,11 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Rules of the latency objects: a base level, then one rule per round, `spacing`
-/// seconds apart from `first`.
-fn round_rules(first: Timestamp, rounds: usize, spacing: i64) -> Vec<(String, String, i32)> {
+/// Rules of the latency objects: a base level, then one rule per instant.
+fn round_rules(instants: &[Timestamp]) -> Vec<(String, String, i32)> {
     let mut rules = vec![("base".to_owned(), DAILY_MIDNIGHT.to_owned(), 1)];
-    for round in 0..rounds {
-        let at = first + SignedDuration::from_secs(spacing * round as i64);
-        rules.push((format!("round-{round}"), once_at(at), 10 + round as i32));
+    for (round, at) in instants.iter().enumerate() {
+        rules.push((format!("round-{round}"), once_at(*at), 10 + round as i32));
     }
     rules
 }
@@ -113,21 +123,17 @@ async fn create_all(env: &TestEnv, manifests: Vec<Value>) -> anyhow::Result<()> 
     results.into_iter().collect()
 }
 
-/// Creates `objects` objects whose rules fire at `rounds` instants `spacing` seconds apart;
-/// returns the first instant.
+/// Creates `objects` objects whose rules fire at `instants`.
 async fn create_round_objects(
     env: &TestEnv,
     objects: usize,
-    rounds: usize,
-    spacing: i64,
-) -> anyhow::Result<Timestamp> {
-    let first = first_instant(objects);
-    let rules = round_rules(first, rounds, spacing);
+    instants: &[Timestamp],
+) -> anyhow::Result<()> {
+    let rules = round_rules(instants);
     let manifests = (0..objects)
         .map(|i| tide_manifest(&format!("tide-{i:04}"), &rules))
         .collect();
-    create_all(env, manifests).await?;
-    Ok(first)
+    create_all(env, manifests).await
 }
 
 /// The first round's instant, far enough ahead to create `objects` objects first.
@@ -136,67 +142,86 @@ fn first_instant(objects: usize) -> Timestamp {
 }
 
 /// Plain status patches by a bare client at each round's instant.
-async fn baseline(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result<Vec<f64>> {
-    let env = TestEnv::new().await;
-    let _watching = std::env::var_os("TIDAL_BENCH_BASELINE_WATCH").map(|_| {
+struct Baseline {
+    api: Api<TidalScheduler>,
+    objects: Vec<TidalScheduler>,
+    statuses: Vec<TidalSchedulerStatus>,
+    instants: Vec<Timestamp>,
+    _watching: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Baseline {
+    /// Creates the objects and writes their first status, as the controller does on
+    /// creation.
+    async fn prepare(objects: usize, instants: Vec<Timestamp>) -> anyhow::Result<Baseline> {
+        let env = TestEnv::new().await;
         let api = env.api::<TidalScheduler>();
-        tokio::spawn(async move {
-            let mut events = kube::runtime::watcher(api, Default::default()).boxed();
-            while events.next().await.is_some() {}
-        })
-    });
-    let first = create_round_objects(&env, objects, rounds, spacing).await?;
-    let api = env.api::<TidalScheduler>();
-    let stored = api.list(&ListParams::default()).await?.items;
-    // The status each object would have, written once untimed (the controller's create-time
-    // catch-up), then evolved round by round: the same bodies the controller writes.
-    let mut statuses: Vec<TidalSchedulerStatus> = Vec::new();
-    for object in &stored {
-        let status = next_status(
-            object,
-            &TidalSchedulerStatus::default(),
-            Timestamp::now(),
-            None,
-        );
-        patch_status(&api, object, &status).await?;
-        statuses.push(status);
-    }
-    anyhow::ensure!(
-        Timestamp::now() < first,
-        "baseline objects created too late"
-    );
-    let mut samples = Vec::new();
-    let cpu_before = process_cpu_seconds(std::process::id())?;
-    for round in 0..rounds {
-        let at = first + SignedDuration::from_secs(spacing * round as i64);
-        let bodies: Vec<(&TidalScheduler, TidalSchedulerStatus)> = stored
-            .iter()
-            .zip(&statuses)
-            .map(|(object, old)| (object, next_status(object, old, at, Some(at))))
-            .collect();
-        sleep_past(at - SignedDuration::from_millis(50)).await;
-        let acks: Vec<anyhow::Result<f64>> = stream::iter(&bodies)
-            .map(|(object, status)| {
-                let api = api.clone();
-                async move {
-                    patch_status(&api, object, status).await?;
-                    Ok(Timestamp::now().duration_since(at).as_secs_f64() * 1000.0)
-                }
+        let watching = std::env::var_os("TIDAL_BENCH_BASELINE_WATCH").map(|_| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let mut events = kube::runtime::watcher(api, Default::default()).boxed();
+                while events.next().await.is_some() {}
             })
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        for ack in acks {
-            samples.push(ack?);
+        });
+        create_round_objects(&env, objects, &instants).await?;
+        let stored = api.list(&ListParams::default()).await?.items;
+        // The status each object would have, written once untimed (the controller's
+        // create-time catch-up), then evolved round by round: the same bodies the
+        // controller writes.
+        let mut statuses: Vec<TidalSchedulerStatus> = Vec::new();
+        for object in &stored {
+            let status = next_status(
+                object,
+                &TidalSchedulerStatus::default(),
+                Timestamp::now(),
+                None,
+            );
+            patch_status(&api, object, &status).await?;
+            statuses.push(status);
         }
-        statuses = bodies.into_iter().map(|(_, status)| status).collect();
+        Ok(Baseline {
+            api,
+            objects: stored,
+            statuses,
+            instants,
+            _watching: watching,
+        })
     }
-    let cpu = process_cpu_seconds(std::process::id())? - cpu_before;
-    eprintln!(
-        "baseline client CPU during the {objects}-object rounds: {cpu:.2} s ({:.2} ms per patch)",
-        cpu * 1000.0 / (objects * rounds) as f64
-    );
-    Ok(samples)
+
+    /// Sends each round's patches at its instant; returns each one's latency.
+    async fn run(mut self) -> anyhow::Result<Vec<f64>> {
+        let mut samples = Vec::new();
+        let cpu_before = process_cpu_seconds(std::process::id())?;
+        for &at in &self.instants {
+            let bodies: Vec<(&TidalScheduler, TidalSchedulerStatus)> = self
+                .objects
+                .iter()
+                .zip(&self.statuses)
+                .map(|(object, old)| (object, next_status(object, old, at, Some(at))))
+                .collect();
+            sleep_past(at - SignedDuration::from_millis(50)).await;
+            let api = &self.api;
+            let acks: Vec<anyhow::Result<f64>> = stream::iter(&bodies)
+                .map(|(object, status)| async move {
+                    patch_status(api, object, status).await?;
+                    Ok(Timestamp::now().duration_since(at).as_secs_f64() * 1000.0)
+                })
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
+            for ack in acks {
+                samples.push(ack?);
+            }
+            self.statuses = bodies.into_iter().map(|(_, status)| status).collect();
+        }
+        let cpu = process_cpu_seconds(std::process::id())? - cpu_before;
+        eprintln!(
+            "baseline client CPU during its {}-object rounds: {cpu:.2} s ({:.2} ms per patch)",
+            self.objects.len(),
+            cpu * 1000.0 / samples.len() as f64
+        );
+        Ok(samples)
+    }
 }
 
 async fn patch_status(
@@ -240,40 +265,60 @@ fn next_status(
     plan::status_after(old, &plan, written)
 }
 
-/// The controller's `lateness_ms` of on-time triggers, read from its JSON log.
-async fn controller(objects: usize, rounds: usize, spacing: i64) -> anyhow::Result<Vec<f64>> {
-    let env = TestEnv::new().await;
-    env.api()
-        .create(&PostParams::default(), &deployment("web"))
+/// The controller, with objects of its own; its `lateness_ms` of on-time triggers is read
+/// from its JSON log.
+struct Controller {
+    env: TestEnv,
+    process: Process,
+    objects: usize,
+    instants: Vec<Timestamp>,
+    cpu_before: f64,
+}
+
+impl Controller {
+    /// Starts the controller and creates its objects; returns once all are reconciled.
+    async fn start(objects: usize, instants: Vec<Timestamp>) -> anyhow::Result<Controller> {
+        let env = TestEnv::new().await;
+        env.api()
+            .create(&PostParams::default(), &deployment("web"))
+            .await?;
+        let process = run_controller(&env);
+        create_round_objects(&env, objects, &instants).await?;
+        wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
+        let cpu_before = cpu_seconds(&process)?;
+        Ok(Controller {
+            env,
+            process,
+            objects,
+            instants,
+            cpu_before,
+        })
+    }
+
+    /// Waits for the last round and returns each trigger's latency.
+    async fn finish(self) -> anyhow::Result<Vec<f64>> {
+        let (first, last) = (self.instants[0], self.instants[self.instants.len() - 1]);
+        let objects = self.objects;
+        wait_logged_triggers(&self.process, last, objects).await?;
+        let cpu = cpu_seconds(&self.process)? - self.cpu_before;
+        let last_rule = format!("round-{}", self.instants.len() - 1);
+        wait_all_reconciled(&self.env.api::<TidalScheduler>(), objects, |s| {
+            s.last_triggered_rule.as_deref() == Some(last_rule.as_str())
+        })
         .await?;
-    let controller = run_controller(&env);
-    let first = create_round_objects(&env, objects, rounds, spacing).await?;
-    wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
-    anyhow::ensure!(
-        Timestamp::now() < first,
-        "controller objects not reconciled before the first instant"
-    );
-    let last = first + SignedDuration::from_secs(spacing * (rounds as i64 - 1));
-    let last_rule = format!("round-{}", rounds - 1);
-    let cpu_before = cpu_seconds(&controller)?;
-    wait_logged_triggers(&controller, last, objects).await?;
-    let cpu = cpu_seconds(&controller)? - cpu_before;
-    wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |s| {
-        s.last_triggered_rule.as_deref() == Some(last_rule.as_str())
-    })
-    .await?;
-    eprintln!(
-        "controller CPU during the {objects}-object rounds: {cpu:.2} s ({:.2} ms per trigger)",
-        cpu * 1000.0 / (objects * rounds) as f64
-    );
-    let samples = applied_latencies(&controller, first, last);
-    anyhow::ensure!(
-        samples.len() == objects * rounds,
-        "expected {} on-time triggers in the log, found {}",
-        objects * rounds,
-        samples.len()
-    );
-    Ok(samples)
+        let samples = applied_latencies(&self.process, first, last);
+        anyhow::ensure!(
+            samples.len() == objects * self.instants.len(),
+            "expected {} on-time triggers in the log, found {}",
+            objects * self.instants.len(),
+            samples.len()
+        );
+        eprintln!(
+            "controller CPU during its {objects}-object rounds: {cpu:.2} s ({:.2} ms per trigger)",
+            cpu * 1000.0 / samples.len() as f64
+        );
+        Ok(samples)
+    }
 }
 
 fn run_controller(env: &TestEnv) -> Process {
