@@ -53,23 +53,19 @@ async fn main() -> anyhow::Result<()> {
     let only: Option<usize> = std::env::var("TIDAL_BENCH_OBJECTS")
         .ok()
         .and_then(|n| n.parse().ok());
-    for (objects, rounds, spacing) in [(1, 20, 1), (100, 5, 4), (1000, 3, 8)] {
+    // (objects, rounds, seconds between slots, repetitions): a p99 needs 100 samples to be
+    // more than the maximum, and an object holds at most 100 rules, hence 5 × 20 for 1.
+    for (objects, rounds, spacing, repetitions) in [(1, 20, 1, 5), (100, 5, 4, 1), (1000, 3, 8, 1)]
+    {
         if only.is_some_and(|only| only != objects) {
             continue;
         }
-        // Slot k is at first + k × spacing: the baseline fires at even slots, the
-        // controller's objects at odd ones.
-        let first = first_instant(2 * objects);
-        let slots = |parity: i64| -> Vec<Timestamp> {
-            (0..rounds as i64)
-                .map(|round| first + SignedDuration::from_secs(spacing * (2 * round + parity)))
-                .collect()
-        };
-        let controller = Controller::start(objects, slots(1)).await?;
-        let baseline = Baseline::prepare(objects, slots(0)).await?;
-        anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
-        let baseline = baseline.run().await?;
-        let controller = controller.finish().await?;
+        let (mut controller, mut baseline) = (Vec::new(), Vec::new());
+        for _ in 0..repetitions {
+            let (c, b) = take_turns(objects, rounds, spacing).await?;
+            controller.extend(c);
+            baseline.extend(b);
+        }
         let (c, b) = (summary(&controller), summary(&baseline));
         println!(
             "{objects:>7} {:>7} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.2}x",
@@ -87,6 +83,28 @@ async fn main() -> anyhow::Result<()> {
         memory(10_000).await?;
     }
     Ok(())
+}
+
+/// Runs `rounds` rounds of each side, taking turns: slot k is at first + k × `spacing`
+/// seconds; the baseline fires at even slots, the controller's objects at odd ones.
+/// Returns the controller's and the baseline's latencies.
+async fn take_turns(
+    objects: usize,
+    rounds: usize,
+    spacing: i64,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let first = first_instant(2 * objects);
+    let slots = |parity: i64| -> Vec<Timestamp> {
+        (0..rounds as i64)
+            .map(|round| first + SignedDuration::from_secs(spacing * (2 * round + parity)))
+            .collect()
+    };
+    let controller = Controller::start(objects, slots(1)).await?;
+    let baseline = Baseline::prepare(objects, slots(0)).await?;
+    anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
+    let baseline = baseline.run().await?;
+    let controller = controller.finish().await?;
+    Ok((controller, baseline))
 }
 
 /// Rules of the latency objects: a base level, then one rule per instant.
