@@ -106,6 +106,7 @@ enum State<K> {
     Watching { version: String, stream: Changes<K> },
 }
 
+/// The source, the server's watch timeout, and where versions are reported.
 struct Watcher<S, F> {
     source: S,
     timeout: Duration,
@@ -126,6 +127,8 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
         }
     }
 
+    /// One transition; `None` when it has nothing to yield (a page fetched, a watch
+    /// started, a bookmark).
     async fn step(
         &self,
         state: State<S::Object>,
@@ -187,6 +190,7 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
         }
     }
 
+    /// Fetches the page after `continue_token` (the first when `None`).
     async fn list_page(
         &self,
         continue_token: Option<String>,
