@@ -33,6 +33,9 @@ const IDLE_MARGIN: Duration = Duration::from_secs(5);
 /// What a watch stream yields.
 type Changes<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
 
+/// What one transition yields (if anything), and the state it leads to.
+type Step<K> = (Option<Result<Event<K>, Error>>, State<K>);
+
 /// Where objects come from: an [`Api`], or a script in tests.
 pub trait Source: Send + Sync + 'static {
     /// The watched kind.
@@ -129,10 +132,7 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
 
     /// One transition; `None` when it has nothing to yield (a page fetched, a watch
     /// started, a bookmark).
-    async fn step(
-        &self,
-        state: State<S::Object>,
-    ) -> (Option<Result<Event<S::Object>, Error>>, State<S::Object>) {
+    async fn step(&self, state: State<S::Object>) -> Step<S::Object> {
         match state {
             State::Empty => (
                 Some(Ok(Event::Init)),
@@ -180,21 +180,12 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
                     ),
                 }
             }
-            State::Watching {
-                version,
-                mut stream,
-            } => self
-                .watch_next(version, &mut stream)
-                .await
-                .map_state(stream),
+            State::Watching { version, stream } => self.watch_next(version, stream).await,
         }
     }
 
     /// Fetches the page after `continue_token` (the first when `None`).
-    async fn list_page(
-        &self,
-        continue_token: Option<String>,
-    ) -> (Option<Result<Event<S::Object>, Error>>, State<S::Object>) {
+    async fn list_page(&self, continue_token: Option<String>) -> Step<S::Object> {
         let mut params = ListParams::default().limit(PAGE_SIZE);
         params.continue_token = continue_token;
         match self.source.list(&params).await {
@@ -217,81 +208,47 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
 
     /// Waits for the next change; a silent connection is given up after the server's
     /// timeout plus a margin, and resumed.
-    async fn watch_next(
-        &self,
-        version: String,
-        stream: &mut Changes<S::Object>,
-    ) -> Next<S::Object> {
+    async fn watch_next(&self, version: String, mut stream: Changes<S::Object>) -> Step<S::Object> {
         let change = match tokio::time::timeout(self.timeout + IDLE_MARGIN, stream.next()).await {
             Ok(Some(change)) => change,
-            Ok(None) => return Next::Ended { version },
+            Ok(None) => return (None, State::Listed { version }),
             Err(_) => {
                 tracing::warn!(%version, "watch silent past its timeout; resuming");
-                return Next::Ended { version };
+                return (None, State::Listed { version });
             }
         };
         match change {
             Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => {
-                Next::object(object, Event::Apply)
+                yield_object(object, Event::Apply, stream)
             }
-            Ok(WatchEvent::Deleted(object)) => Next::object(object, Event::Delete),
+            Ok(WatchEvent::Deleted(object)) => yield_object(object, Event::Delete, stream),
             Ok(WatchEvent::Bookmark(bookmark)) => {
                 let version = bookmark.metadata.resource_version;
                 (self.progress)(&version);
-                Next::Quiet { version }
+                (None, State::Watching { version, stream })
             }
+            // Out of the server's history: list again.
             Ok(WatchEvent::Error(status)) if status.code == 410 => {
-                Next::Relist(Error::WatchError(status))
+                (Some(Err(Error::WatchError(status))), State::Empty)
             }
-            Ok(WatchEvent::Error(status)) => Next::Failed {
-                version,
-                error: Error::WatchError(status),
-            },
-            Err(error) => Next::Failed {
-                version,
-                error: Error::WatchFailed(error),
-            },
+            Ok(WatchEvent::Error(status)) => (
+                Some(Err(Error::WatchError(status))),
+                State::Watching { version, stream },
+            ),
+            Err(error) => (
+                Some(Err(Error::WatchFailed(error))),
+                State::Watching { version, stream },
+            ),
         }
     }
 }
 
-/// What one change on a watch leads to.
-enum Next<K> {
-    /// An object event (its version is the new resume point).
-    Yield { version: String, event: Event<K> },
-    /// Nothing to yield (a bookmark).
-    Quiet { version: String },
-    /// The watch ended: resume from `version`.
-    Ended { version: String },
-    /// An error; the watch goes on.
-    Failed { version: String, error: Error },
-    /// Out of the server's history, or an event without a version: list again.
-    Relist(Error),
-}
-
-impl<K: Resource> Next<K> {
-    fn object(object: K, event: fn(K) -> Event<K>) -> Next<K> {
-        match object.resource_version().filter(|v| !v.is_empty()) {
-            Some(version) => Next::Yield {
-                version,
-                event: event(object),
-            },
-            None => Next::Relist(Error::NoResourceVersion),
-        }
-    }
-
-    fn map_state(self, stream: Changes<K>) -> (Option<Result<Event<K>, Error>>, State<K>) {
-        match self {
-            Next::Yield { version, event } => {
-                (Some(Ok(event)), State::Watching { version, stream })
-            }
-            Next::Quiet { version } => (None, State::Watching { version, stream }),
-            Next::Ended { version } => (None, State::Listed { version }),
-            Next::Failed { version, error } => {
-                (Some(Err(error)), State::Watching { version, stream })
-            }
-            Next::Relist(error) => (Some(Err(error)), State::Empty),
-        }
+/// Yields an object event; its version is the new resume point. An object without a
+/// version cannot be resumed from: list again.
+fn yield_object<K: Resource>(object: K, event: fn(K) -> Event<K>, stream: Changes<K>) -> Step<K> {
+    match object.resource_version().filter(|v| !v.is_empty()) {
+        Some(version) => (Some(Ok(event(object))), State::Watching { version, stream }),
+        None => (Some(Err(Error::NoResourceVersion)), State::Empty),
     }
 }
 

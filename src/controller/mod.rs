@@ -34,7 +34,6 @@ use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-
 use kube::{Api, Client, ResourceExt};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
@@ -159,13 +158,13 @@ pub async fn run(
         let gauge = settings
             .metrics
             .store_resource_version(scope.as_deref().unwrap_or("all"));
-        let progress = cache_progress(cache.clone(), gauge.clone());
-        let objects = list_watch(api, WATCH_TIMEOUT, progress)
+        let saw = saw_version(cache, gauge);
+        let objects = list_watch(api, WATCH_TIMEOUT, saw.clone())
             .default_backoff()
             .modify(slim)
             .reflect(writer)
             .map_ok(move |event| {
-                observe(&observer, &cache, &gauge, &event);
+                observe(&observer, &saw, &event);
                 event
             })
             .applied_objects()
@@ -206,14 +205,9 @@ fn slim(object: &mut TidalScheduler) {
 }
 
 /// Notes what a watch event tells the consistency check, once the event is in the
-/// cache: the newest resourceVersion this cache has seen, and deletions (which end an
-/// owner's record).
-fn observe(
-    ctx: &Context,
-    cache: &CacheVersion,
-    gauge: &Gauge<i64, AtomicI64>,
-    event: &watcher::Event<TidalScheduler>,
-) {
+/// cache: the newest resourceVersion this cache has seen (through `saw`), and deletions
+/// (which end an owner's record).
+fn observe(ctx: &Context, saw: &impl Fn(&str), event: &watcher::Event<TidalScheduler>) {
     let object = match event {
         watcher::Event::Apply(object) | watcher::Event::InitApply(object) => object,
         watcher::Event::Delete(object) => {
@@ -225,21 +219,20 @@ fn observe(
         watcher::Event::Init | watcher::Event::InitDone => return,
     };
     if let Some(version) = &object.metadata.resource_version {
-        saw(cache, gauge, version);
+        saw(version);
     }
 }
 
-/// The versions the watch vouches for without an object (a list's, a bookmark's).
-fn cache_progress(
+/// Records a version one watch vouches for — an object's, a list's, a bookmark's — in its
+/// cache's version and gauge.
+fn saw_version(
     cache: CacheVersion,
     gauge: Gauge<i64, AtomicI64>,
-) -> impl Fn(&str) + Send + Sync + 'static {
-    move |version| saw(&cache, &gauge, version)
-}
-
-fn saw(cache: &CacheVersion, gauge: &Gauge<i64, AtomicI64>, version: &str) {
-    cache.saw(version);
-    gauge.set(i64::try_from(cache.value()).unwrap_or(i64::MAX));
+) -> impl Fn(&str) + Clone + Send + Sync + 'static {
+    move |version| {
+        cache.saw(version);
+        gauge.set(i64::try_from(cache.value()).unwrap_or(i64::MAX));
+    }
 }
 
 /// Whether `object` (from the watch) is the echo of our own last status write: the cache

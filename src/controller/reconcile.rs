@@ -265,9 +265,10 @@ async fn write_status(
     {
         Ok(written) => {
             if let (Some(uid), Some(version)) = (written.uid(), written.resource_version()) {
+                let key = key_of(&written);
                 ctx.consistency
-                    .wrote(&key_of(&written), &uid, TIDAL_SCHEDULERS, &version);
-                ctx.wrote(key_of(&written), uid, version);
+                    .wrote(&key, &uid, TIDAL_SCHEDULERS, &version);
+                ctx.wrote(key, uid, version);
             }
             Ok(())
         }
