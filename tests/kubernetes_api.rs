@@ -693,3 +693,65 @@ async fn the_controller_deployment_is_accepted_and_hardened() {
         .expect("PodDisruptionBudget");
     assert!(budget.spec.and_then(|s| s.max_unavailable).is_some());
 }
+
+#[tokio::test]
+async fn kubectl_get_shows_the_next_trigger_instant() {
+    let env = TestEnv::new().await;
+    tidal_schedulers(&env)
+        .create(
+            &PostParams::default(),
+            &object(valid_tidal_scheduler("web")),
+        )
+        .await
+        .expect("create");
+    // An instant in the future, as the controller writes it: kubectl prints `<invalid>`
+    // for a future value of a `date` column.
+    let next = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(3))
+        .expect("in range")
+        .round(jiff::Unit::Second)
+        .expect("round");
+    let status = json!({ "status": {
+        "desiredReplicas": 10,
+        "activeRule": "morning",
+        "nextTriggerTime": next.to_string(),
+        "nextTriggerRule": "night",
+        "conditions": [{
+            "type": "Ready", "status": "True", "reason": "TriggerActive", "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }],
+    }});
+    tidal_schedulers(&env)
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch status");
+
+    let output = env
+        .control_plane()
+        .kubectl()
+        .args(["get", "tidal", "web", "--namespace", &env.namespace])
+        .output()
+        .expect("run kubectl");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines.first().map(|header| header.join(" ")),
+        Some("NAME TARGET DESIRED ACTIVE RULE NEXT TRIGGER READY AGE".to_owned()),
+        "{stdout}"
+    );
+    let row = lines.get(1).unwrap_or_else(|| panic!("no row: {stdout}"));
+    assert_eq!(
+        &row[..6],
+        ["web", "web", "10", "morning", &next.to_string(), "True"],
+        "{stdout}"
+    );
+    assert!(!stdout.contains("<invalid>"), "{stdout}");
+}

@@ -34,7 +34,8 @@ fn is_false(value: &bool) -> bool {
     printcolumn = r#"{"name":"Target","type":"string","jsonPath":".spec.targetRef.name"}"#,
     printcolumn = r#"{"name":"Desired","type":"integer","jsonPath":".status.desiredReplicas"}"#,
     printcolumn = r#"{"name":"Active Rule","type":"string","jsonPath":".status.activeRule"}"#,
-    printcolumn = r#"{"name":"Next Trigger","type":"date","jsonPath":".status.nextTriggerTime"}"#,
+    // `string`, not `date`: kubectl prints `<invalid>` for a date in the future.
+    printcolumn = r#"{"name":"Next Trigger","type":"string","description":"The next scheduled instant (RFC 3339, UTC)","jsonPath":".status.nextTriggerTime"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]

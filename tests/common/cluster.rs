@@ -100,6 +100,18 @@ impl ControlPlane {
         &self.kubeconfig
     }
 
+    /// `kubectl` (the harness's own build, else the one on `PATH`) with this control
+    /// plane's kubeconfig.
+    pub fn kubectl(&self) -> Command {
+        let program = self
+            .bin
+            .as_ref()
+            .map_or_else(|| PathBuf::from("kubectl"), |bin| bin.join("kubectl"));
+        let mut command = Command::new(program);
+        command.env("KUBECONFIG", &self.kubeconfig);
+        command
+    }
+
     /// The directory of a control plane started here (pid files, logs, data).
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
