@@ -230,8 +230,8 @@ async fn scale(
 ) -> Result<Result<(), ApplyProblem>, Error> {
     Ok(ctx
         .acting
-        .guard(ctx.targets.scale(target, replicas))
-        .await?)
+        .guard(ctx.targets.scale(target, replicas, &ctx.acting))
+        .await??)
 }
 
 /// Merge-patches the status, conditional on the resourceVersion read: if the object

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use super::plan::ApplyProblem;
 use crate::api::{ConditionReason, TargetRef};
+use crate::election::{NotLeading, WriteGate};
 
 /// How long a discovered kind is trusted before it is looked up again.
 const KIND_TTL: Duration = Duration::from_secs(600);
@@ -43,6 +44,14 @@ impl Target {
     /// An `autoscaling` HorizontalPodAutoscaler, whose `minReplicas` is the floor to set.
     pub fn is_hpa(&self) -> bool {
         self.resource.group == "autoscaling" && self.resource.kind == "HorizontalPodAutoscaler"
+    }
+
+    /// Whether its `/scale` takes server-side apply: the built-in kinds do; for custom
+    /// resources the API server (1.34) fails it ("request to convert CR to an invalid
+    /// group/version: autoscaling/v1"), so they get a merge patch, with the same
+    /// resourceVersion precondition but no new field manager per term.
+    fn applies_scale(&self) -> bool {
+        matches!(self.resource.group.as_str(), "" | "apps")
     }
 
     fn describe(&self) -> String {
@@ -192,49 +201,102 @@ impl Targets {
     }
 
     /// Writes `replicas` to the target: its `/scale`, or an HPA's `minReplicas` (raising
-    /// `maxReplicas` only if needed to keep min <= max).
-    pub async fn scale(&self, target: &Target, replicas: i32) -> Result<(), ApplyProblem> {
+    /// `maxReplicas` only if needed to keep min <= max), while `gate` is open.
+    ///
+    /// Every write is fenced, so that one sent in a leadership term that has ended changes
+    /// nothing however late it arrives (DESIGN §6). It is a server-side apply under the
+    /// field manager of the term (see [`field_manager`]), conditional on the
+    /// resourceVersion read just before, and it is sent only if the gate is still open
+    /// once that read has returned — so the version was read within the term. A
+    /// successor's first write under its own, new manager always changes the target's
+    /// managedFields, hence its resourceVersion, even when the replicas are already right;
+    /// from then on any write prepared in an earlier term fails its precondition (409).
+    /// A conflict within the term (another writer in between) is read again and retried.
+    pub async fn scale(
+        &self,
+        target: &Target,
+        replicas: i32,
+        gate: &WriteGate,
+    ) -> Result<Result<(), ApplyProblem>, NotLeading> {
         if target.is_hpa() {
-            return self.set_hpa_floor(target, replicas).await;
+            return self.set_hpa_floor(target, replicas, gate).await;
         }
         if !target.scalable {
-            return Err(not_scalable(target));
+            return Ok(Err(not_scalable(target)));
         }
         let api = self.api(target);
-        let patch = Patch::Merge(json!({ "spec": { "replicas": replicas } }));
-        let params = patch_params();
-        (|| api.patch_scale(&target.name, &params, &patch))
-            .retry(quick_retries())
-            .when(is_transient)
-            .await
-            .map(drop)
-            .map_err(|error| classify(target, "failed to patch scale of", error))
+        let write = || async {
+            let read = api.get_scale(&target.name).await?;
+            let scale = json!({
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": {
+                    "name": target.name,
+                    "namespace": target.namespace,
+                    "resourceVersion": read.metadata.resource_version,
+                },
+                "spec": { "replicas": replicas },
+            });
+            let mut params = fenced_params(gate)?;
+            let patch = if target.applies_scale() {
+                Patch::Apply(scale)
+            } else {
+                params.force = false;
+                Patch::Merge(scale)
+            };
+            Ok(api.patch_scale(&target.name, &params, &patch).await?)
+        };
+        finish(
+            write.retry(quick_retries()).when(Fenced::retryable).await,
+            |error| classify(target, "failed to patch scale of", error),
+        )
     }
 
-    async fn set_hpa_floor(&self, target: &Target, replicas: i32) -> Result<(), ApplyProblem> {
+    async fn set_hpa_floor(
+        &self,
+        target: &Target,
+        replicas: i32,
+        gate: &WriteGate,
+    ) -> Result<Result<(), ApplyProblem>, NotLeading> {
         let api: Api<HorizontalPodAutoscaler> =
             Api::namespaced(self.client.clone(), &target.namespace);
-        let hpa = (|| api.get(&target.name))
-            .retry(quick_retries())
-            .when(is_transient)
-            .await
-            .map_err(|error| classify(target, "failed to get", error))?;
-        let max = hpa.spec.as_ref().map_or(replicas, |spec| spec.max_replicas);
-        let patch = Patch::Merge(json!({
-            "metadata": { "resourceVersion": hpa.resource_version() },
-            "spec": { "minReplicas": replicas, "maxReplicas": max.max(replicas) },
-        }));
-        let params = patch_params();
-        (|| api.patch(&target.name, &params, &patch))
-            .retry(quick_retries())
-            .when(is_transient)
-            .await
-            .map(drop)
-            .map_err(|error| classify(target, "failed to set minReplicas of", error))
+        let write = || async {
+            let hpa = api.get(&target.name).await?;
+            let max = hpa.spec.as_ref().map_or(replicas, |spec| spec.max_replicas);
+            let mut spec = json!({ "minReplicas": replicas });
+            if max < replicas {
+                spec["maxReplicas"] = replicas.into();
+            }
+            let patch = Patch::Apply(json!({
+                "apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler",
+                "metadata": {
+                    "name": target.name,
+                    "namespace": target.namespace,
+                    "resourceVersion": hpa.resource_version(),
+                },
+                "spec": spec,
+            }));
+            let params = fenced_params(gate)?;
+            Ok(api.patch(&target.name, &params, &patch).await?)
+        };
+        finish(
+            write.retry(quick_retries()).when(Fenced::retryable).await,
+            |error| classify(target, "failed to set minReplicas of", error),
+        )
     }
 
     fn api(&self, target: &Target) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &target.namespace, &target.resource)
+    }
+}
+
+/// The field manager of target writes in the term with fencing token `fence`
+/// (`tidal-scheduler-<fence>`); plain `tidal-scheduler` without leader election.
+pub fn field_manager(fence: Option<u64>) -> String {
+    match fence {
+        Some(fence) => format!("{FIELD_MANAGER}-{fence}"),
+        None => FIELD_MANAGER.to_owned(),
     }
 }
 
@@ -282,6 +344,54 @@ pub fn is_transient(error: &kube::Error) -> bool {
         kube::Error::Api(status) => status.code >= 500 || status.code == 429,
         kube::Error::HyperError(_) | kube::Error::Service(_) => true,
         _ => false,
+    }
+}
+
+/// Why a fenced read-then-write of a target did not go through.
+#[derive(Debug)]
+enum Fenced {
+    /// The read or the write failed.
+    Api(kube::Error),
+    /// The term ended before the write could be sent.
+    NotLeading,
+}
+
+impl From<kube::Error> for Fenced {
+    fn from(error: kube::Error) -> Fenced {
+        Fenced::Api(error)
+    }
+}
+
+impl Fenced {
+    /// Worth another read-then-write: a transient error, or a conflict (the target
+    /// changed between the read and the write).
+    fn retryable(&self) -> bool {
+        match self {
+            Fenced::Api(error) => {
+                is_transient(error)
+                    || matches!(error, kube::Error::Api(status) if status.code == 409)
+            }
+            Fenced::NotLeading => false,
+        }
+    }
+}
+
+/// Server-side apply parameters under the current term's field manager, if the gate is
+/// open right now.
+fn fenced_params(gate: &WriteGate) -> Result<PatchParams, Fenced> {
+    gate.check().map_err(|NotLeading| Fenced::NotLeading)?;
+    Ok(PatchParams::apply(&field_manager(gate.fence())).force())
+}
+
+/// The outcome of a fenced write: leadership lost, a problem to report, or done.
+fn finish<T>(
+    written: Result<T, Fenced>,
+    problem: impl FnOnce(kube::Error) -> ApplyProblem,
+) -> Result<Result<(), ApplyProblem>, NotLeading> {
+    match written {
+        Ok(_) => Ok(Ok(())),
+        Err(Fenced::NotLeading) => Err(NotLeading),
+        Err(Fenced::Api(error)) => Ok(Err(problem(error))),
     }
 }
 

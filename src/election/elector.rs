@@ -72,6 +72,12 @@ impl<L: LeaseLock> Elector<L> {
         self.observed.as_ref().map_or(0, |(r, _)| r.transitions)
     }
 
+    /// The resourceVersion of the Lease as last read or written: right after an
+    /// acquisition, the version that began the term (its fencing token).
+    pub fn version(&self) -> Option<u64> {
+        self.lock.version()
+    }
+
     /// Whether the holder of the record last seen is still trusted at `now`.
     fn lease_valid(&self, now: Instant) -> bool {
         self.observed

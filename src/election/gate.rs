@@ -19,6 +19,10 @@ pub struct Term {
     pub number: u64,
     /// Writes are allowed until this instant unless the Lease is renewed.
     pub valid_until: Instant,
+    /// The fencing token: the resourceVersion of the Lease write that began the term.
+    /// It differs between any two terms of any replicas, so a target write made under it
+    /// (a field manager named after it) is always a change the API server records.
+    pub fence: u64,
 }
 
 /// Writing is not allowed now.
@@ -59,6 +63,16 @@ impl WriteGate {
             .as_ref()
             .and_then(|terms| terms.borrow().map(|t| t.number))
             .unwrap_or(0)
+    }
+
+    /// The fencing token of the current term ([`Term::fence`]); `None` for a gate that
+    /// never closes, or between terms.
+    pub fn fence(&self) -> Option<u64> {
+        let terms = self.terms.as_ref()?;
+        terms
+            .borrow()
+            .filter(|t| is_current(Some(*t), Instant::now()))
+            .map(|t| t.fence)
     }
 
     /// Fails unless writing is allowed right now; call immediately before each write.
@@ -136,6 +150,7 @@ mod tests {
         Some(Term {
             number,
             valid_until: Instant::now() + Duration::from_secs(secs),
+            fence: 100 + number,
         })
     }
 
@@ -196,5 +211,17 @@ mod tests {
     #[test]
     fn an_always_open_gate_never_closes() {
         assert!(WriteGate::always_open().check().is_ok());
+        assert_eq!(WriteGate::always_open().fence(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fence_is_the_current_terms_and_none_once_it_ends() {
+        let (elector, terms) = watch::channel(term(1, 10));
+        let gate = WriteGate::leased(terms);
+        assert_eq!(gate.fence(), Some(101));
+        elector.send_replace(term(2, 10));
+        assert_eq!(gate.fence(), Some(102));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(gate.fence(), None);
     }
 }

@@ -41,6 +41,10 @@ pub trait LeaseLock: Send {
         record: &LeaseRecord,
     ) -> impl Future<Output = Result<(), LockError>> + Send;
 
+    /// The resourceVersion of the Lease as last read or written, as a number (the API
+    /// server's are etcd revisions); `None` before the first read or if not numeric.
+    fn version(&self) -> Option<u64>;
+
     /// A description for logs, e.g. `lease default/tidal-scheduler`.
     fn describe(&self) -> String;
 }
@@ -107,6 +111,13 @@ impl LeaseLock for KubeLease {
             .map_err(api_error)?;
         self.last = Some(updated);
         Ok(())
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.last
+            .as_ref()
+            .and_then(|lease| lease.metadata.resource_version.as_deref())
+            .and_then(|version| version.parse().ok())
     }
 
     fn describe(&self) -> String {

@@ -189,13 +189,19 @@ pub async fn campaign<L: LeaseLock>(
             }
         };
         number += 1;
+        // Unique per term: the Lease version this acquisition wrote (an etcd revision),
+        // or, should a server ever send a non-numeric one, a random number.
+        let fence = elector
+            .version()
+            .unwrap_or_else(|| RandomState::new().hash_one(Instant::now()));
         terms.send_replace(Some(Term {
             number,
             valid_until,
+            fence,
         }));
         observer.leading(true);
         last_holder = identity.clone();
-        tracing::info!(%lease, %identity, transitions = elector.transitions(), "became the leader");
+        tracing::info!(%lease, %identity, transitions = elector.transitions(), fence, "became the leader");
 
         // Leading.
         let lost = loop {
@@ -213,6 +219,7 @@ pub async fn campaign<L: LeaseLock>(
                     terms.send_replace(Some(Term {
                         number,
                         valid_until,
+                        fence,
                     }));
                 }
                 Ok(Attempt::HeldBy(holder)) => break format!("the lease is now held by {holder}"),

@@ -77,6 +77,10 @@ impl LeaseLock for FakeLock {
         Ok(())
     }
 
+    fn version(&self) -> Option<u64> {
+        self.seen
+    }
+
     fn describe(&self) -> String {
         "fake lease".to_owned()
     }
@@ -275,9 +279,14 @@ async fn a_leader_that_cannot_renew_steps_down_at_the_renew_deadline() {
     assert_eq!(*reports.0.lock().unwrap(), vec![true, false]);
     // Back to standby: once the API server is back, it campaigns again.
     store.lock().unwrap().down = false;
+    let first_fence = store.lock().unwrap().version;
     run_for(TIMING.retry_period * 2).await;
     assert!(gate.check().is_ok(), "re-acquired its own lease");
     assert_eq!(*reports.0.lock().unwrap(), vec![true, false, true]);
+    // Even the same holder's new term has a fence of its own (its writes of the old
+    // term may still be on their way).
+    let fence = gate.fence().expect("a term");
+    assert!(fence > first_fence, "{fence} after {first_fence}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -315,6 +324,7 @@ async fn only_one_of_three_campaigns_leads_and_a_release_hands_over_within_a_ret
         assert_eq!(open, 1, "exactly one leader");
     }
     assert!(a_gate.is_open());
+    let a_fence = a_gate.fence().expect("a leads");
     let released = Instant::now();
     a_release.release().await;
     assert!(!a_gate.is_open());
@@ -330,6 +340,12 @@ async fn only_one_of_three_campaigns_leads_and_a_release_hands_over_within_a_ret
         "handover took {handover:?}"
     );
     assert_eq!(record(&store).transitions, 1);
+    let successor = [&b_gate, &c_gate].into_iter().find(|g| g.is_open());
+    let fence = successor.and_then(WriteGate::fence).expect("a successor");
+    assert!(
+        fence > a_fence,
+        "the successor's fence {fence} after {a_fence}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod cluster;
 pub mod corpus;
 pub mod fixtures;
+pub mod holding_proxy;
 pub mod lagging_proxy;
 pub mod measure;
 pub mod process;

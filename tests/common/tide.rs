@@ -41,6 +41,16 @@ pub fn start_controller(env: &TestEnv, name: &str) -> Process {
 
 /// Like [`start_controller`], with the given Lease timing flags.
 pub fn start_replica(env: &TestEnv, name: &str, timing: &[&str]) -> Process {
+    start_replica_via(env, name, timing, env.control_plane().kubeconfig())
+}
+
+/// Like [`start_replica`], reaching the API server through `kubeconfig` (a proxy).
+pub fn start_replica_via(
+    env: &TestEnv,
+    name: &str,
+    timing: &[&str],
+    kubeconfig: &std::path::Path,
+) -> Process {
     let mut args = vec![
         "run",
         "--namespace",
@@ -55,7 +65,7 @@ pub fn start_replica(env: &TestEnv, name: &str, timing: &[&str]) -> Process {
         "127.0.0.1:0",
     ];
     args.extend(timing);
-    env.run_binary(name, &args)
+    env.run_binary_with(name, &args, kubeconfig)
 }
 
 /// Creates a TidalScheduler from JSON in the test's namespace.
