@@ -7,13 +7,15 @@ use std::time::Duration;
 use clap::{ArgAction, Args};
 use http::HeaderValue;
 use http::header::USER_AGENT;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
+use kube::client::ClientBuilder;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::CliError;
-use crate::clock::SystemClock;
-use crate::controller::{self, Settings};
+use crate::clock::{ClockBound, ClockOffset, ClockSkew, OffsetProbe, SystemClock};
+use crate::controller::{self, Reason, Recorder, Reporter, Settings};
 use crate::election::{self, Elector, KubeLease, Timing, WriteGate};
 use crate::schedule::parse_go_duration;
 use crate::telemetry::metrics::Metrics;
@@ -66,6 +68,12 @@ pub struct RunArgs {
     #[arg(long, env = "TIDAL_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
     pub retry_period: Duration,
 
+    /// The largest difference between this replica's clock and the API server's (measured
+    /// from the `Date` of its responses) for it to lead; beyond it, it does not campaign,
+    /// and steps down if it leads. `0s`: no bound.
+    #[arg(long, env = "TIDAL_MAX_CLOCK_OFFSET", default_value = "2s", value_parser = parse_duration)]
+    pub max_clock_offset: Duration,
+
     /// Where `/healthz`, `/readyz` and `/metrics` are served (port 0: any free port, logged).
     #[arg(long, env = "TIDAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
@@ -89,9 +97,14 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     runtime.block_on(async {
         let (metrics, readiness) = (Metrics::default(), Readiness::default());
         serve_health(args.metrics_address, &readiness, &metrics).await?;
-        let client = client(&identity).await?;
+        let offset = ClockOffset::new(Arc::new(SystemClock));
+        let client = client(&identity, &offset).await?;
+        export_clock_offset(offset.clone(), metrics.clone());
         let (gate, release) = if args.leader_elect {
-            let (gate, release) = campaign(&args, &client, &identity, timing, metrics.clone());
+            let bound =
+                ClockBound::new(offset, Some(args.max_clock_offset).filter(|m| !m.is_zero()));
+            let (gate, release) =
+                campaign(&args, &client, &identity, timing, bound, metrics.clone());
             (gate, Some(release))
         } else {
             tracing::info!("leader election off: acting as the only replica");
@@ -137,12 +150,74 @@ async fn serve_health(
     Ok(())
 }
 
-/// Starts campaigning for the Lease of `args` as `identity`.
+/// Keeps the clock offset gauge current (the offset moves with a wall-clock jump before
+/// the next response shows it).
+fn export_clock_offset(offset: ClockOffset, metrics: Metrics) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            if let Some(offset) = offset.offset() {
+                metrics.clock_offset(offset.as_secs_f64());
+            }
+        }
+    });
+}
+
+/// What the campaign reports goes to the metrics, and clock skews also to an Event about
+/// the Lease.
+struct CampaignObserver {
+    metrics: Metrics,
+    skews: mpsc::UnboundedSender<ClockSkew>,
+}
+
+impl election::Observer for CampaignObserver {
+    fn leading(&self, leading: bool) {
+        self.metrics.leading(leading);
+    }
+
+    fn clock_skewed(&self, skew: Option<ClockSkew>) {
+        self.metrics.clock_skewed(skew);
+        if let Some(skew) = skew {
+            let _ = self.skews.send(skew);
+        }
+    }
+}
+
+/// Publishes a `ClockSkew` Warning about `lease` for each skew reported on the returned
+/// channel.
+fn report_clock_skews(
+    client: Client,
+    identity: &str,
+    lease: ObjectReference,
+) -> mpsc::UnboundedSender<ClockSkew> {
+    let (skews, mut reported) = mpsc::unbounded_channel::<ClockSkew>();
+    let reporter = Reporter {
+        controller: "tidal-scheduler".to_owned(),
+        instance: identity.to_owned(),
+    };
+    let identity = identity.to_owned();
+    tokio::spawn(async move {
+        let mut recorder = Recorder::new(client, reporter);
+        while let Some(skew) = reported.recv().await {
+            let note = format!(
+                "{identity}: {skew}; it does not lead until its clock is back within the bound"
+            );
+            if let Err(error) = recorder.publish(&lease, Reason::ClockSkew, note).await {
+                tracing::warn!(%error, "failed to publish the ClockSkew event");
+            }
+        }
+    });
+    skews
+}
+
+/// Starts campaigning for the Lease of `args` as `identity`, within the clock `bound`.
 fn campaign(
     args: &RunArgs,
     client: &Client,
     identity: &str,
     timing: Timing,
+    bound: ClockBound,
     metrics: Metrics,
 ) -> (WriteGate, election::Release) {
     let namespace = args
@@ -155,14 +230,24 @@ fn campaign(
         })
         .unwrap_or_else(|| client.default_namespace().to_owned());
     let lock = KubeLease::new(client.clone(), &namespace, &args.lease_name);
-    let elector = Elector::new(lock, identity, timing.lease_duration, Arc::new(SystemClock));
-    tracing::info!(lease = %elector.describe(), identity, ?timing, "campaigning for leadership");
-    election::spawn(elector, timing, metrics)
+    let elector = Elector::new(lock, identity, timing.lease_duration, Arc::new(SystemClock))
+        .with_clock_bound(bound);
+    tracing::info!(lease = %elector.describe(), identity, ?timing, max_clock_offset = ?args.max_clock_offset, "campaigning for leadership");
+    let lease = ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".to_owned()),
+        kind: Some("Lease".to_owned()),
+        namespace: Some(namespace),
+        name: Some(args.lease_name.clone()),
+        ..ObjectReference::default()
+    };
+    let skews = report_clock_skews(client.clone(), identity, lease);
+    election::spawn(elector, timing, CampaignObserver { metrics, skews })
 }
 
 /// A client from the in-cluster configuration or KUBECONFIG, whose User-Agent names this
-/// replica: audit logs then tell which replica wrote what.
-async fn client(identity: &str) -> Result<Client, CliError> {
+/// replica (audit logs then tell which replica wrote what) and whose responses measure
+/// the clock `offset`.
+async fn client(identity: &str, offset: &ClockOffset) -> Result<Client, CliError> {
     let no_config = |error: &dyn std::fmt::Display| {
         CliError::Argument(format!(
             "no Kubernetes client configuration (in-cluster or KUBECONFIG): {error}"
@@ -173,7 +258,10 @@ async fn client(identity: &str) -> Result<Client, CliError> {
     let agent = HeaderValue::from_str(&agent)
         .map_err(|_| CliError::Argument(format!("--identity {identity:?}: not a header value")))?;
     config.headers.push((USER_AGENT, agent));
-    Client::try_from(config).map_err(|e| no_config(&e))
+    let builder = ClientBuilder::try_from(config).map_err(|e| no_config(&e))?;
+    Ok(builder
+        .with_layer(&OffsetProbe::new(offset.clone()))
+        .build())
 }
 
 /// A Go-style duration flag (`4s`, `1m30s`, `500ms`).

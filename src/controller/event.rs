@@ -52,6 +52,9 @@ pub enum Reason {
     ApplyFailed,
     /// The level was applied after failures.
     Recovered,
+    /// This replica's clock is too far from the API server's: it does not lead (an Event
+    /// about the Lease).
+    ClockSkew,
 }
 
 impl Reason {
@@ -68,6 +71,7 @@ impl Reason {
             Reason::TargetNotScalable => "TargetNotScalable",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::Recovered => "Recovered",
+            Reason::ClockSkew => "ClockSkew",
         }
     }
 

@@ -40,11 +40,11 @@ use tokio::sync::watch;
 
 pub use consistency::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
 pub use context::Context;
-pub use event::EventSink;
+pub use event::{EventSink, Reason};
 pub use in_flight::InFlight;
 pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
-pub use recorder::Reporter;
+pub use recorder::{Recorder, Reporter};
 
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::lock::{LeaseLock, LockError};
 use super::record::LeaseRecord;
-use crate::clock::Clock;
+use crate::clock::{Clock, ClockBound, ClockSkew};
 
 /// What an attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,9 @@ pub enum Attempt {
     HeldBy(String),
     /// The attempt failed (a lost race, an API error); try again later.
     Failed(LockError),
+    /// This process's clock is too far from the API server's to lead: it neither takes
+    /// nor keeps the Lease.
+    ClockSkewed(ClockSkew),
 }
 
 /// Takes, keeps and gives back the Lease for one identity.
@@ -29,6 +32,8 @@ pub struct Elector<L> {
     identity: String,
     lease_duration: Duration,
     clock: Arc<dyn Clock>,
+    /// How far this process's clock may be from the API server's for it to lead.
+    clock_bound: Option<ClockBound>,
     /// The record last read or written, and when (local monotonic time) it was first seen.
     observed: Option<(LeaseRecord, Instant)>,
 }
@@ -46,8 +51,26 @@ impl<L: LeaseLock> Elector<L> {
             identity: identity.to_owned(),
             lease_duration,
             clock,
+            clock_bound: None,
             observed: None,
         }
+    }
+
+    /// Takes or keeps the Lease only while `bound` holds (checked before every write of
+    /// the record, after the read that measures the clock).
+    pub fn with_clock_bound(mut self, bound: ClockBound) -> Elector<L> {
+        self.clock_bound = Some(bound);
+        self
+    }
+
+    /// The clock bound, if any.
+    pub fn clock_bound(&self) -> Option<&ClockBound> {
+        self.clock_bound.as_ref()
+    }
+
+    /// Checks the clock bound, if any.
+    pub fn clock_check(&self) -> Result<(), ClockSkew> {
+        self.clock_bound.as_ref().map_or(Ok(()), ClockBound::check)
     }
 
     /// This elector's identity.
@@ -94,6 +117,9 @@ impl<L: LeaseLock> Elector<L> {
             && self.is_leader()
             && self.lease_valid(Instant::now())
         {
+            if let Err(skew) = self.clock_check() {
+                return Attempt::ClockSkewed(skew);
+            }
             record.acquire_time = observed.acquire_time;
             record.transitions = observed.transitions;
             if self.lock.update(&record).await.is_ok() {
@@ -104,6 +130,9 @@ impl<L: LeaseLock> Elector<L> {
         let current = match self.lock.get().await {
             Ok(Some(current)) => current,
             Ok(None) => {
+                if let Err(skew) = self.clock_check() {
+                    return Attempt::ClockSkewed(skew);
+                }
                 return match self.lock.create(&record).await {
                     Ok(()) => {
                         self.observe(record);
@@ -117,6 +146,9 @@ impl<L: LeaseLock> Elector<L> {
         self.observe(current.clone());
         if !current.holder.is_empty() && !self.is_leader() && self.lease_valid(Instant::now()) {
             return Attempt::HeldBy(current.holder);
+        }
+        if let Err(skew) = self.clock_check() {
+            return Attempt::ClockSkewed(skew);
         }
         if self.is_leader() {
             record.acquire_time = current.acquire_time;

@@ -9,6 +9,8 @@
 use std::future::Future;
 
 use futures::Stream;
+
+use crate::clock::ClockBound;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -35,25 +37,45 @@ pub struct NotLeading;
 pub struct WriteGate {
     /// The current term, or `None` for a gate that never closes.
     terms: Option<watch::Receiver<Option<Term>>>,
+    /// Shut while this process's clock is too far from the API server's: a leader whose
+    /// wall clock jumps writes nothing from that instant, before it steps down.
+    clock: Option<ClockBound>,
 }
 
 impl WriteGate {
     /// A gate that never closes: a single replica without leader election.
     pub fn always_open() -> WriteGate {
-        WriteGate { terms: None }
+        WriteGate {
+            terms: None,
+            clock: None,
+        }
     }
 
     /// A gate open during the terms published on `terms`.
     pub fn leased(terms: watch::Receiver<Option<Term>>) -> WriteGate {
-        WriteGate { terms: Some(terms) }
+        WriteGate {
+            terms: Some(terms),
+            clock: None,
+        }
+    }
+
+    /// The same gate, also shut while `bound` does not hold.
+    pub fn with_clock_bound(mut self, bound: Option<ClockBound>) -> WriteGate {
+        self.clock = bound;
+        self
     }
 
     /// Whether writing is allowed right now.
     pub fn is_open(&self) -> bool {
-        match &self.terms {
+        let leading = match &self.terms {
             None => true,
             Some(terms) => is_current(*terms.borrow(), Instant::now()),
-        }
+        };
+        leading
+            && self
+                .clock
+                .as_ref()
+                .is_none_or(|bound| bound.check().is_ok())
     }
 
     /// The number of the current (or last) term; 0 before the first, and always for a gate

@@ -26,6 +26,8 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
+use crate::clock::ClockSkew;
+
 pub use elector::{Attempt, Elector};
 pub use gate::{NotLeading, Term, WriteGate};
 pub use lock::{KubeLease, LeaseLock, LockError};
@@ -126,10 +128,14 @@ impl Release {
     }
 }
 
-/// What a campaign reports as it goes (metrics and logs hook in here).
+/// What a campaign reports as it goes (metrics, logs and Events hook in here).
 pub trait Observer: Send + Sync + 'static {
     /// This process became the leader or stopped being it.
     fn leading(&self, leading: bool);
+
+    /// This process's clock went beyond its bound (it does not campaign, and stepped
+    /// down if it led), or (`None`) came back within it.
+    fn clock_skewed(&self, _skew: Option<ClockSkew>) {}
 }
 
 impl Observer for () {
@@ -145,8 +151,9 @@ pub fn spawn<L: LeaseLock + 'static>(
 ) -> (WriteGate, Release) {
     let (terms, gate) = watch::channel(None);
     let (release, released) = oneshot::channel();
+    let gate = WriteGate::leased(gate).with_clock_bound(elector.clock_bound().cloned());
     tokio::spawn(campaign(elector, timing, terms, released, observer));
-    (WriteGate::leased(gate), Release(release))
+    (gate, Release(release))
 }
 
 /// Campaigns until released: standby attempts every retryPeriod (with a little jitter),
@@ -162,6 +169,7 @@ pub async fn campaign<L: LeaseLock>(
     let identity = elector.identity().to_owned();
     let mut number = 0;
     let mut last_holder = String::new();
+    let mut skewed = false;
     loop {
         // Standby.
         let mut valid_until = loop {
@@ -170,8 +178,21 @@ pub async fn campaign<L: LeaseLock>(
                 attempt = tokio::time::timeout(timing.renew_deadline, elector.try_acquire_or_renew()) => attempt,
                 done = &mut release => return finish(done.ok(), &mut elector, &terms).await,
             };
+            // After the attempt's read, the clock is measured: report changes.
+            let skew = elector.clock_check().err();
+            if skew.is_some() != skewed {
+                skewed = skew.is_some();
+                match &skew {
+                    Some(skew) => {
+                        tracing::warn!(%lease, reason = %skew, "not campaigning: clock too far from the API server's")
+                    }
+                    None => tracing::info!(%lease, "clock back within bound: campaigning"),
+                }
+                observer.clock_skewed(skew);
+            }
             match attempt {
                 Ok(Attempt::Holding) => break started + timing.renew_deadline,
+                Ok(Attempt::ClockSkewed(_)) => {}
                 Ok(Attempt::HeldBy(holder)) => {
                     if holder != last_holder {
                         tracing::info!(%lease, %holder, "standing by: the lease is held");
@@ -223,6 +244,17 @@ pub async fn campaign<L: LeaseLock>(
                     }));
                 }
                 Ok(Attempt::HeldBy(holder)) => break format!("the lease is now held by {holder}"),
+                Ok(Attempt::ClockSkewed(skew)) => {
+                    // Give the Lease up so that a standby with a good clock takes over
+                    // at its next attempt, not a lease duration later.
+                    terms.send_replace(None);
+                    if let Err(error) = elector.release().await {
+                        tracing::warn!(%lease, %error, "releasing the lease failed");
+                    }
+                    observer.clock_skewed(Some(skew));
+                    skewed = true;
+                    break format!("stepped down and released the lease: {skew}");
+                }
                 Ok(Attempt::Failed(error)) => {
                     tracing::warn!(%lease, %error, "renewing the lease failed; retrying");
                 }

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use tokio::time::{Instant, advance, sleep};
 
 use super::*;
-use crate::clock::SystemClock;
+use crate::clock::{ClockBound, ClockOffset, ClockSkew, SystemClock};
 
 /// The Lease everybody shares: a record and a version bumped by every write.
 #[derive(Default)]
@@ -406,3 +406,93 @@ fn timing_rules_are_enforced() {
 }
 
 use futures::StreamExt;
+
+/// A clock bound of 2 s on an offset measured as `offset_secs` (server minus ours).
+fn measured(offset_secs: i64) -> ClockBound {
+    let offset = ClockOffset::new(Arc::new(SystemClock));
+    set_offset(&offset, offset_secs);
+    ClockBound::new(offset, Some(Duration::from_secs(2)))
+}
+
+/// Records a response saying the server's clock is `offset_secs` from ours.
+fn set_offset(offset: &ClockOffset, offset_secs: i64) {
+    let now = std::time::Instant::now();
+    let date = Timestamp::now() + jiff::SignedDuration::from_secs(offset_secs);
+    offset.record(now, now, date);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_whose_clock_is_off_takes_neither_a_free_nor_an_expired_lease() {
+    let store: Arc<Mutex<Store>> = Arc::default();
+    let mut skewed = elector(&store, "skewed").with_clock_bound(measured(-45));
+    assert!(matches!(
+        skewed.try_acquire_or_renew().await,
+        Attempt::ClockSkewed(skew) if skew.offset.as_secs() == -45 || skew.offset.as_secs() == -44
+    ));
+    assert!(store.lock().unwrap().record.is_none(), "no Lease created");
+
+    let mut healthy = elector(&store, "healthy").with_clock_bound(measured(0));
+    assert_eq!(healthy.try_acquire_or_renew().await, Attempt::Holding);
+    // The healthy holder dies; its lease expires.
+    assert!(matches!(
+        skewed.try_acquire_or_renew().await,
+        Attempt::HeldBy(holder) if holder == "healthy"
+    ));
+    advance(LEASE + Duration::from_secs(1)).await;
+    assert!(matches!(
+        skewed.try_acquire_or_renew().await,
+        Attempt::ClockSkewed(_)
+    ));
+    assert_eq!(record(&store).holder, "healthy");
+}
+
+/// Records what a campaign reported about its clock.
+#[derive(Clone, Default)]
+struct ClockReports(Arc<Mutex<Vec<bool>>>);
+
+impl Observer for ClockReports {
+    fn leading(&self, _: bool) {}
+
+    fn clock_skewed(&self, skew: Option<ClockSkew>) {
+        self.0.lock().unwrap().push(skew.is_some());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_whose_clock_goes_off_stops_writing_at_once_and_hands_over() {
+    let store: Arc<Mutex<Store>> = Arc::default();
+    let bound = measured(0);
+    let offset = bound.offset().clone();
+    let a = elector(&store, "a").with_clock_bound(bound);
+    let reports = ClockReports::default();
+    let (a_gate, _a_release) = spawn(a, TIMING, reports.clone());
+    run_for(Duration::from_millis(1)).await;
+    assert!(a_gate.check().is_ok());
+    let (b_gate, _b_release, _) = campaigner(&store, "b");
+    run_for(Duration::from_secs(5)).await;
+    assert!(a_gate.is_open() && !b_gate.is_open());
+
+    // Its clock is now 45 s off (a step of the wall clock, or of the server's).
+    set_offset(&offset, 45);
+    assert!(!a_gate.is_open(), "writes stop before the step-down");
+    let skewed_at = Instant::now();
+    loop {
+        run_for(Duration::from_millis(10)).await;
+        if b_gate.is_open() {
+            break;
+        }
+    }
+    // Released at a's next renew (1 s), taken at b's next attempt (1.1 s at most).
+    let handover = skewed_at.elapsed();
+    assert!(handover <= Duration::from_millis(2200), "{handover:?}");
+    assert_eq!(*reports.0.lock().unwrap(), vec![true]);
+    run_for(Duration::from_secs(10)).await;
+    assert!(!a_gate.is_open(), "a skewed replica does not campaign");
+    assert_eq!(record(&store).holder, "b");
+
+    // Clock fixed: it campaigns again (and stands by, b holds the Lease).
+    set_offset(&offset, 0);
+    run_for(Duration::from_secs(3)).await;
+    assert_eq!(*reports.0.lock().unwrap(), vec![true, false]);
+    assert_eq!(record(&store).holder, "b");
+}

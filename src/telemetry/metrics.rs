@@ -1,7 +1,7 @@
 //! Prometheus metrics (OpenMetrics text at `/metrics`), all prefixed `tidal_scheduler_`.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -9,6 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::clock::ClockSkew;
 use crate::election::Observer;
 
 /// The metrics of one process; cheap to clone.
@@ -19,6 +20,8 @@ pub struct Metrics {
     leadership_transitions: Counter,
     stale_sync_skips: Counter,
     store_resource_version: Family<Vec<(String, String)>, Gauge<i64, AtomicI64>>,
+    clock_offset: Gauge<f64, AtomicU64>,
+    clock_skewed: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -48,8 +51,22 @@ impl Default for Metrics {
             "Newest resourceVersion each watch cache has seen (label watch: a namespace, or all)",
             store_resource_version.clone(),
         );
+        let clock_offset = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "clock_offset_seconds",
+            "The API server's clock minus this replica's, estimated from the Date of API responses",
+            clock_offset.clone(),
+        );
+        let clock_skewed = Gauge::<i64, AtomicI64>::default();
+        registry.register(
+            "clock_skewed",
+            "Whether this replica's clock is beyond --max-clock-offset, so it does not lead (1)",
+            clock_skewed.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
+            clock_offset,
+            clock_skewed,
             leader,
             leadership_transitions,
             stale_sync_skips,
@@ -78,6 +95,11 @@ impl Metrics {
             .clone()
     }
 
+    /// Sets the measured clock offset (the API server's minus ours).
+    pub fn clock_offset(&self, seconds: f64) {
+        self.clock_offset.set(seconds);
+    }
+
     /// Every metric in the OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut text = String::new();
@@ -91,6 +113,10 @@ impl Observer for Metrics {
     fn leading(&self, leading: bool) {
         self.leader.set(i64::from(leading));
         self.leadership_transitions.inc();
+    }
+
+    fn clock_skewed(&self, skew: Option<ClockSkew>) {
+        self.clock_skewed.set(i64::from(skew.is_some()));
     }
 }
 

@@ -338,9 +338,21 @@ impl TestEnv {
 
     /// Like [`TestEnv::run_binary`], with `KUBECONFIG` set to `kubeconfig`.
     pub fn run_binary_with(&self, name: &str, args: &[&str], kubeconfig: &Path) -> Process {
+        self.run_binary_with_env(name, args, kubeconfig, &[])
+    }
+
+    /// Like [`TestEnv::run_binary_with`], with extra environment variables.
+    pub fn run_binary_with_env(
+        &self,
+        name: &str,
+        args: &[&str],
+        kubeconfig: &Path,
+        vars: &[(&str, &str)],
+    ) -> Process {
         let log = self.log_dir().join(format!("{name}.log"));
         let mut command = Command::new(BINARY);
         command.args(args).env("KUBECONFIG", kubeconfig);
+        command.envs(vars.iter().copied());
         Process::spawn(name, command, log)
     }
 
@@ -364,7 +376,7 @@ impl TestEnv {
     }
 
     /// Where the test's child processes log.
-    fn log_dir(&self) -> PathBuf {
+    pub fn log_dir(&self) -> PathBuf {
         Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join("logs")
             .join(&self.namespace)

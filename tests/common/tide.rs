@@ -51,6 +51,17 @@ pub fn start_replica_via(
     timing: &[&str],
     kubeconfig: &std::path::Path,
 ) -> Process {
+    start_replica_env(env, name, timing, kubeconfig, &[])
+}
+
+/// Like [`start_replica_via`], with extra environment variables (e.g. libfaketime's).
+pub fn start_replica_env(
+    env: &TestEnv,
+    name: &str,
+    timing: &[&str],
+    kubeconfig: &std::path::Path,
+    vars: &[(&str, &str)],
+) -> Process {
     let mut args = vec![
         "run",
         "--namespace",
@@ -65,7 +76,7 @@ pub fn start_replica_via(
         "127.0.0.1:0",
     ];
     args.extend(timing);
-    env.run_binary_with(name, &args, kubeconfig)
+    env.run_binary_with_env(name, &args, kubeconfig, vars)
 }
 
 /// Creates a TidalScheduler from JSON in the test's namespace.

@@ -1,4 +1,6 @@
-//! The one place that reads the wall clock, behind a trait so tests can pin time.
+//! The one place that reads the wall clock, behind a trait so tests can pin time, and
+//! how far that clock is from the API server's (DESIGN §6: timers trust the wall clock,
+//! so a replica whose clock is off must not lead).
 
 use jiff::Timestamp;
 
@@ -17,3 +19,9 @@ impl Clock for SystemClock {
         Timestamp::now()
     }
 }
+
+mod offset;
+mod probe;
+
+pub use offset::{ClockBound, ClockOffset, ClockSkew};
+pub use probe::OffsetProbe;

@@ -1,0 +1,243 @@
+//! Clock skew on a real kube-apiserver and etcd: a replica whose wall clock is 45 s
+//! ahead (libfaketime, monotonic clock untouched) measures its offset from the API
+//! server's `Date`, does not campaign, and never writes a trigger while a healthy replica
+//! leads; a leader whose clock jumps ahead steps down at once and hands over.
+//!
+//! Needs Debian's libfaketime: `tests/control-plane/packages.sh` installs it (`.ci/run`
+//! runs it, and so does this test if the library is missing).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::ListParams;
+use tidal_scheduler::api::TidalScheduler;
+
+use common::audit::replica_writes;
+use common::cluster::TestEnv;
+use common::process::Process;
+use common::replicas::*;
+use common::tide::*;
+
+/// Debian's libfaketime.
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// Starts replica `name` under libfaketime with the fake time read from `file` (a
+/// relative offset such as `+45s`, re-read every second).
+fn start_faked(env: &TestEnv, name: &str, file: &Path) -> Process {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        if Path::new(LIBFAKETIME).exists() {
+            return;
+        }
+        let script = Path::new(common::cluster::REPO).join("tests/control-plane/packages.sh");
+        let status = std::process::Command::new("bash")
+            .arg(&script)
+            .status()
+            .expect("run packages.sh");
+        assert!(
+            status.success() && Path::new(LIBFAKETIME).exists(),
+            "{LIBFAKETIME} is missing and {} could not install it",
+            script.display()
+        );
+    });
+    assert!(Path::new(LIBFAKETIME).exists(), "{LIBFAKETIME} is missing");
+    let file = file.to_str().expect("UTF-8 path");
+    start_replica_env(
+        env,
+        name,
+        &FAST_LEASE,
+        env.control_plane().kubeconfig(),
+        &[
+            ("LD_PRELOAD", LIBFAKETIME),
+            ("FAKETIME_TIMESTAMP_FILE", file),
+            ("FAKETIME_CACHE_DURATION", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    )
+}
+
+/// A libfaketime file holding `spec`, next to the test's logs.
+fn fake_time_file(env: &TestEnv, name: &str, spec: &str) -> std::path::PathBuf {
+    let dir = env.log_dir();
+    std::fs::create_dir_all(&dir).expect("log directory");
+    let path = dir.join(format!("{name}.faketime"));
+    std::fs::write(&path, spec).expect("write faketime file");
+    path
+}
+
+/// Waits until `process` has logged `message`.
+async fn wait_logged(process: &Process, message: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !process.log().contains(message) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} did not log {message:?}:\n{}",
+            process.name(),
+            process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The value of an unlabelled metric on the replica's `/metrics`.
+fn metric(process: &Process, name: &str) -> f64 {
+    let (_, text) = http_get(process, "/metrics");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&format!("{name} ")))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+}
+
+/// Polls a metric (the offset gauge is refreshed every second) until `wanted` holds.
+async fn wait_metric(process: &Process, name: &str, wanted: impl Fn(f64) -> bool) -> f64 {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let value = metric(process, name);
+        if wanted(value) {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{}: {name} is {value}",
+            process.name()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Checks that no trigger in the status was applied before its instant.
+async fn assert_never_early(env: &TestEnv) {
+    let object = env.api::<TidalScheduler>().get("web").await.expect("get");
+    for entry in &status(&object).history {
+        assert!(
+            entry.execution_time.0 >= entry.schedule_time.0,
+            "applied early: {entry:#?}"
+        );
+    }
+}
+
+/// The ClockSkew Events about the Lease.
+async fn clock_skew_events(env: &TestEnv) -> Vec<Event> {
+    env.api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ClockSkew"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Lease"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_replica_with_a_skewed_clock_never_acts_while_a_healthy_one_does() {
+    let env = TestEnv::new().await;
+    create_web(&env, &ALTERNATING, 20).await;
+    let ahead = fake_time_file(&env, "skewed", "+45s");
+    let skewed = start_faked(&env, "skewed", &ahead);
+    wait_logged(
+        &skewed,
+        "not campaigning: clock too far from the API server's",
+    )
+    .await;
+    wait_metric(&skewed, "tidal_scheduler_clock_offset_seconds", |offset| {
+        (-46.0..=-44.0).contains(&offset)
+    })
+    .await;
+    assert_eq!(metric(&skewed, "tidal_scheduler_clock_skewed"), 1.0);
+    assert_eq!(lease_state(&env).await.0, "", "nobody leads yet");
+
+    let healthy = start_replica(&env, "healthy", &FAST_LEASE);
+    wait_holder(&env, "the healthy leader", |h| h == "healthy").await;
+    let started = Timestamp::now();
+    wait_status(&env, "web", "three triggers", |s| {
+        s.history
+            .iter()
+            .filter(|h| h.schedule_time.0 > started)
+            .count()
+            >= 3
+    })
+    .await;
+    let offset = metric(&healthy, "tidal_scheduler_clock_offset_seconds");
+    assert!(offset.abs() < 1.5, "healthy offset {offset}");
+    assert_eq!(metric(&healthy, "tidal_scheduler_clock_skewed"), 0.0);
+
+    assert!(
+        !skewed.log().contains("became the leader"),
+        "{}",
+        skewed.log()
+    );
+    assert!(applied(&skewed.log()).is_empty(), "{}", skewed.log());
+    for write in replica_writes(&env)
+        .iter()
+        .filter(|w| w.replica == "skewed")
+    {
+        assert_eq!(
+            write.resource, "events",
+            "the skewed replica wrote {write:?}"
+        );
+    }
+    assert_never_early(&env).await;
+    let events = clock_skew_events(&env).await;
+    assert!(
+        events.iter().any(|e| {
+            let note = e.note.as_deref().unwrap_or_default();
+            let by = note
+                .split_once("ahead of the API server's by ")
+                .and_then(|(_, rest)| rest.split_once(" s")?.0.parse::<f64>().ok());
+            e.reporting_instance.as_deref() == Some("skewed")
+                && by.is_some_and(|by| (44.0..=46.0).contains(&by))
+        }),
+        "{events:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_leader_whose_clock_jumps_ahead_steps_down_and_a_healthy_standby_takes_over() {
+    let env = TestEnv::new().await;
+    create_web(&env, &ALTERNATING, 20).await;
+    let clock = fake_time_file(&env, "drifting", "+0s");
+    let drifting = start_faked(&env, "drifting", &clock);
+    wait_holder(&env, "the first leader", |h| h == "drifting").await;
+    let healthy = start_replica(&env, "healthy", &FAST_LEASE);
+    wait_logged(&healthy, "standing by").await;
+    let started = Timestamp::now();
+    wait_status(&env, "web", "a trigger by the first leader", |s| {
+        s.history.iter().any(|h| h.schedule_time.0 > started)
+    })
+    .await;
+
+    std::fs::write(&clock, "+45s").expect("move the clock");
+    let jumped = Timestamp::now();
+    wait_holder(&env, "the healthy successor", |h| h == "healthy").await;
+    wait_logged(&drifting, "stepped down and released the lease").await;
+    wait_status(&env, "web", "triggers by the successor", |s| {
+        s.history
+            .iter()
+            .filter(|h| h.schedule_time.0 > jumped)
+            .count()
+            >= 2
+    })
+    .await;
+
+    assert_never_early(&env).await;
+    // Once its clock jumped, the old leader wrote no status (it released the Lease and
+    // reported the skew).
+    let late: Vec<_> = replica_writes(&env)
+        .into_iter()
+        .filter(|w| w.replica == "drifting" && w.at > jumped)
+        .filter(|w| w.resource != "events" && w.resource != "leases")
+        .collect();
+    assert!(late.is_empty(), "written after the jump: {late:#?}");
+    let events = clock_skew_events(&env).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reporting_instance.as_deref() == Some("drifting")),
+        "{events:#?}"
+    );
+}
