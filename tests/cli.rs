@@ -294,3 +294,46 @@ fn committed_crd_matches_the_generated_one() {
         "deploy/crd.yaml is stale: regenerate it with `cargo run -- crd > deploy/crd.yaml`"
     );
 }
+
+/// Runs the binary, reads the first line of its stdout and closes it, as `| head -1`
+/// does; returns that line and the exit.
+fn first_line_then_close(args: &[&str]) -> (String, Output) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidal-scheduler"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut reader = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("read a line");
+    drop(reader);
+    (line, child.wait_with_output().expect("the binary exits"))
+}
+
+#[test]
+fn a_closed_stdout_ends_next_and_plan_quietly() {
+    // Far more output than a pipe buffers, so the writes after the close fail.
+    for args in [
+        &["next", "TZ=UTC * * * * * *", "--count", "100000"][..],
+        &[
+            "plan",
+            "-f",
+            "deploy/examples/ecommerce-daily-tide.yaml",
+            "--days",
+            "366",
+        ][..],
+    ] {
+        let (line, out) = first_line_then_close(args);
+        assert!(!line.is_empty(), "{args:?} printed nothing");
+        assert!(
+            out.status.success(),
+            "{args:?}: {:?} {}",
+            out.status,
+            stderr(&out)
+        );
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}

@@ -87,3 +87,138 @@ fn demo_shows_live_triggers_and_cleans_up_on_ctrl_c() {
         assert!(!pid_alive(pid), "control plane process {pid} still running");
     }
 }
+
+#[test]
+fn demo_ends_quietly_and_cleans_up_when_its_output_is_closed() {
+    use std::io::{BufRead, BufReader};
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("demo-head-{}", std::process::id()));
+    Reaper::get().watch_control_plane(&dir);
+    let errors = Path::new(env!("CARGO_TARGET_TMPDIR")).join("logs/demo-head.stderr");
+    std::fs::create_dir_all(errors.parent().unwrap()).expect("log directory");
+    let mut demo = Command::new(BINARY)
+        .arg("demo")
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&errors).expect("stderr file"))
+        .spawn()
+        .expect("start demo");
+    Reaper::get().watch_pid(demo.id());
+    // `demo | head -6`: the banner lines, the table header and the first triggers.
+    let mut lines = BufReader::new(demo.stdout.take().expect("stdout")).lines();
+    let head: Vec<String> = lines.by_ref().take(6).map(|l| l.expect("a line")).collect();
+    assert!(
+        head.iter().any(|l| l.contains(" ms")),
+        "no trigger line: {head:#?}"
+    );
+    let pids: Vec<String> = ["etcd.pid", "kube-apiserver.pid"]
+        .iter()
+        .map(|file| std::fs::read_to_string(dir.join(file)).expect("control plane pid file"))
+        .collect();
+    drop(lines);
+
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(status) = demo.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "demo still running after its stdout closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    Reaper::get().forget_pid(demo.id());
+    let stderr = std::fs::read_to_string(&errors).unwrap_or_default();
+    assert!(status.success(), "{status:?}:\n{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("error"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cleaned up"), "{stderr}");
+    assert!(!dir.exists(), "the demo directory is removed");
+    for pid in &pids {
+        assert!(!pid_alive(pid), "control plane process {pid} still running");
+    }
+}
+
+/// Control-plane scripts standing in for the real ones: `up.sh` runs `up` (bash), and
+/// `down.sh` leaves a mark in `marks`.
+fn fake_scripts(name: &str, up: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let (scripts, marks) = (root.join("scripts"), root.join("marks"));
+    std::fs::create_dir_all(&scripts).expect("scripts directory");
+    std::fs::create_dir_all(&marks).expect("marks directory");
+    std::fs::write(scripts.join("provision.sh"), "echo /nonexistent\n").expect("provision.sh");
+    std::fs::write(
+        scripts.join("up.sh"),
+        format!("touch {}/up\n{up}\n", marks.display()),
+    )
+    .expect("up.sh");
+    std::fs::write(
+        scripts.join("down.sh"),
+        format!("touch {}/down-\"$(basename \"$1\")\"\n", marks.display()),
+    )
+    .expect("down.sh");
+    (scripts, marks)
+}
+
+/// Runs `demo` with fake scripts in directory `dir`.
+fn fake_demo(name: &str, scripts: &Path, dir: &Path) -> Process {
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("logs/{name}.log"));
+    let mut command = Command::new(BINARY);
+    command
+        .args(["demo", "--scripts"])
+        .arg(scripts)
+        .arg("--dir")
+        .arg(dir)
+        .env_remove("TIDAL_CONTROL_PLANE_BIN");
+    Process::spawn(name, command, log)
+}
+
+#[test]
+fn demo_cleans_up_on_sigterm_while_the_control_plane_starts() {
+    let (scripts, marks) = fake_scripts("demo-sigterm", "exec sleep 600");
+    let dir = marks.parent().unwrap().join("state");
+    let mut demo = fake_demo("demo-sigterm", &scripts, &dir);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !marks.join("up").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "up.sh never ran:\n{}",
+            demo.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    demo.signal("TERM");
+    let status = demo.wait(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}:\n{}", demo.log());
+    assert!(
+        marks.join("down-state").exists(),
+        "down.sh did not run:\n{}",
+        demo.log()
+    );
+    assert!(!dir.exists(), "the demo directory is removed");
+}
+
+#[test]
+fn demo_cleans_up_after_a_failed_start() {
+    let (scripts, marks) = fake_scripts("demo-failed", "echo 'up: etcd did not start' >&2; exit 1");
+    let dir = marks.parent().unwrap().join("state");
+    let mut demo = fake_demo("demo-failed", &scripts, &dir);
+    let status = demo.wait(Duration::from_secs(30));
+    let log = demo.log();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains("demo: failed to run a control-plane script"),
+        "{log}"
+    );
+    assert!(log.contains("up.sh exited with"), "{log}");
+    assert!(
+        marks.join("down-state").exists(),
+        "down.sh did not run:\n{log}"
+    );
+    assert!(!dir.exists(), "the demo directory is removed");
+}

@@ -47,68 +47,172 @@ pub struct DemoArgs {
     pub scripts: PathBuf,
 }
 
-/// Runs the demo until Ctrl-C (or SIGTERM).
+/// Runs the demo until Ctrl-C, SIGTERM or a closed stdout (`demo | head`); whatever
+/// happened — a failed start, a panic — the control plane is stopped and the directory
+/// removed before it returns.
 pub fn run(args: DemoArgs) -> Result<(), CliError> {
     // The controller's own logs would drown the demo's lines: warnings only by default.
     telemetry::init_logs(LogFormat::Text, "warn").map_err(|e| CliError::Argument(e.to_string()))?;
+    // The runtime comes first so that SIGTERM and SIGINT are caught from the start.
+    let runtime = super::runtime()?;
     let dir = match args.dir {
         Some(dir) => dir,
         None => std::env::temp_dir().join(format!("tidal-demo-{}", std::process::id())),
     };
     std::fs::create_dir_all(&dir).map_err(|e| failed("create the demo directory", e))?;
-    println!("starting a local control plane in {} ...", dir.display());
-    let result = start_and_show(&args.scripts, &dir);
-    println!("cleaning up ...");
-    let stopped = script(&args.scripts, "down.sh", &[path_arg(&dir)?], None);
-    let removed = std::fs::remove_dir_all(&dir);
-    result?;
-    stopped?;
-    removed.map_err(|e| failed("remove the demo directory", e))?;
-    println!("cleaned up");
-    Ok(())
+    let cleanup = Cleanup::new(&args.scripts, &dir);
+    let mut out = Output::default();
+    let shown = runtime.block_on(async {
+        tokio::select! {
+            shown = start_and_show(&args.scripts, &dir, &mut out) => shown,
+            () = super::termination() => Ok(()),
+        }
+    });
+    // Stop the controller and anything else still running before the control plane.
+    drop(runtime);
+    let cleaned = cleanup.run();
+    shown?;
+    cleaned
 }
 
-fn start_and_show(scripts: &Path, dir: &Path) -> Result<(), CliError> {
+/// Stops the demo's control plane and removes its directory when run, or when dropped
+/// without having run (a panic unwinding).
+struct Cleanup {
+    scripts: PathBuf,
+    dir: PathBuf,
+    done: bool,
+}
+
+impl Cleanup {
+    fn new(scripts: &Path, dir: &Path) -> Cleanup {
+        Cleanup {
+            scripts: scripts.to_owned(),
+            dir: dir.to_owned(),
+            done: false,
+        }
+    }
+
+    /// Stops and removes everything; progress on stderr (stdout may be closed).
+    fn run(mut self) -> Result<(), CliError> {
+        self.done = true;
+        eprintln!("cleaning up ...");
+        let stopped = path_arg(&self.dir)
+            .and_then(|dir| script(&self.scripts, "down.sh", &[dir], None).map(drop));
+        let removed = match std::fs::remove_dir_all(&self.dir) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                Err(failed("remove the demo directory", error))
+            }
+            _ => Ok(()),
+        };
+        stopped?;
+        removed?;
+        eprintln!("cleaned up");
+        Ok(())
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if !self.done {
+            let cleanup = Cleanup {
+                scripts: self.scripts.clone(),
+                dir: self.dir.clone(),
+                done: false,
+            };
+            self.done = true;
+            if let Err(error) = cleanup.run() {
+                eprintln!("error: {error}");
+            }
+        }
+    }
+}
+
+/// The demo's stdout: once the reader has gone (`demo | head`), nothing more is written
+/// and the demo ends quietly.
+#[derive(Default)]
+struct Output {
+    closed: bool,
+}
+
+impl Output {
+    /// Writes one line; `Err(Closed)` once stdout is closed.
+    fn line(&mut self, text: std::fmt::Arguments<'_>) -> Result<(), Closed> {
+        use std::io::Write;
+        if self.closed {
+            return Err(Closed);
+        }
+        let mut stdout = std::io::stdout().lock();
+        match writeln!(stdout, "{text}").and_then(|()| stdout.flush()) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                // A broken pipe, or any other reason the output is gone: stop writing.
+                self.closed = true;
+                Err(Closed)
+            }
+        }
+    }
+}
+
+/// Stdout is closed.
+struct Closed;
+
+async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<(), CliError> {
+    if out
+        .line(format_args!(
+            "starting a local control plane in {} ...",
+            dir.display()
+        ))
+        .is_err()
+    {
+        return Ok(());
+    }
     let bin = match std::env::var_os("TIDAL_CONTROL_PLANE_BIN") {
         Some(bin) => PathBuf::from(bin),
-        None => PathBuf::from(script(scripts, "provision.sh", &[], None)?),
+        None => PathBuf::from(script_async(scripts, "provision.sh", &[], None).await?),
     };
-    let kubeconfig = script(scripts, "up.sh", &[path_arg(dir)?], Some(&bin))?;
-    println!("control plane up; KUBECONFIG={kubeconfig}");
-    let runtime = super::runtime()?;
-    runtime.block_on(async {
-        let client = client(Path::new(&kubeconfig)).await?;
-        install(&client).await?;
-        let (stop, stopped) = watch::channel(false);
-        let settings = Settings {
-            namespaces: vec![NAMESPACE.to_owned()],
-            concurrency: 4,
-            instance: "demo".to_owned(),
-            readiness: Readiness::default(),
-            metrics: Metrics::default(),
-        };
-        let controller = tokio::spawn(controller::run(
-            client.clone(),
-            settings,
-            WriteGate::always_open(),
-            stopped,
-        ));
-        println!("controller running; triggers every 2 seconds (Ctrl-C to stop):");
-        println!(
-            "{:<24} {:<6} {:>8} {:>11} {:>11}  note",
-            "scheduled", "rule", "replicas", "deployment", "lateness"
-        );
-        tokio::select! {
-            shown = show_triggers(&client) => shown?,
-            () = super::termination() => {}
-        }
-        let _ = stop.send(true);
-        let _ = controller.await;
-        let tides: Api<TidalScheduler> = Api::namespaced(client.clone(), NAMESPACE);
-        // Best effort: the control plane is stopped and deleted right after.
-        let _ = tides.delete("web-tide", &DeleteParams::default()).await;
-        Ok(())
-    })
+    let kubeconfig = script_async(scripts, "up.sh", &[path_arg(dir)?], Some(&bin)).await?;
+    if out
+        .line(format_args!("control plane up; KUBECONFIG={kubeconfig}"))
+        .is_err()
+    {
+        return Ok(());
+    }
+    let client = client(Path::new(&kubeconfig)).await?;
+    install(&client).await?;
+    let (stop, stopped) = watch::channel(false);
+    let settings = Settings {
+        namespaces: vec![NAMESPACE.to_owned()],
+        concurrency: 4,
+        instance: "demo".to_owned(),
+        readiness: Readiness::default(),
+        metrics: Metrics::default(),
+    };
+    let controller = tokio::spawn(controller::run(
+        client.clone(),
+        settings,
+        WriteGate::always_open(),
+        stopped,
+    ));
+    let header = out
+        .line(format_args!(
+            "controller running; triggers every 2 seconds (Ctrl-C to stop):"
+        ))
+        .and_then(|()| {
+            out.line(format_args!(
+                "{:<24} {:<6} {:>8} {:>11} {:>11}  note",
+                "scheduled", "rule", "replicas", "deployment", "lateness"
+            ))
+        });
+    let shown = match header {
+        Ok(()) => show_triggers(&client, out).await,
+        Err(Closed) => Ok(()),
+    };
+    let _ = stop.send(true);
+    let _ = controller.await;
+    let tides: Api<TidalScheduler> = Api::namespaced(client.clone(), NAMESPACE);
+    // Best effort: the control plane is stopped and deleted right after.
+    let _ = tides.delete("web-tide", &DeleteParams::default()).await;
+    shown
 }
 
 /// Installs the CRD, the namespace, a Deployment and a TidalScheduler.
@@ -169,8 +273,9 @@ async fn install(client: &Client) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Prints one line per new history entry, with the Deployment's replicas at that time.
-async fn show_triggers(client: &Client) -> Result<(), CliError> {
+/// Prints one line per new history entry, with the Deployment's replicas at that time,
+/// until stdout is closed.
+async fn show_triggers(client: &Client, out: &mut Output) -> Result<(), CliError> {
     let tides: Api<TidalScheduler> = Api::namespaced(client.clone(), NAMESPACE);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let mut shown = None;
@@ -205,14 +310,17 @@ async fn show_triggers(client: &Client) -> Result<(), CliError> {
         if !newest.message.is_empty() {
             note.push_str(&newest.message);
         }
-        println!(
+        let written = out.line(format_args!(
             "{:<24} {:<6} {:>8} {:>11} {:>8.1} ms  {note}",
             newest.schedule_time.0.to_string(),
             newest.rule,
             newest.replicas,
             replicas.map_or("?".to_owned(), |r| r.to_string()),
             lateness.as_secs_f64() * 1000.0,
-        );
+        ));
+        if written.is_err() {
+            return Ok(());
+        }
     }
     Ok(())
 }
@@ -224,6 +332,32 @@ async fn client(kubeconfig: &Path) -> Result<Client, CliError> {
         .await
         .map_err(|e| failed("load the kubeconfig", e))?;
     Client::try_from(config).map_err(|e| failed("build a client", e))
+}
+
+/// Like [`script`], cancellable: dropping the future (Ctrl-C, SIGTERM) kills the script;
+/// whatever it started is stopped by the cleanup's `down.sh`.
+async fn script_async(
+    scripts: &Path,
+    name: &str,
+    args: &[&str],
+    bin: Option<&Path>,
+) -> Result<String, CliError> {
+    let path = scripts.join(name);
+    let mut command = tokio::process::Command::new("bash");
+    command
+        .arg(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(bin) = bin {
+        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
+    }
+    let output = command
+        .output()
+        .await
+        .map_err(|e| failed("run a control-plane script", e))?;
+    last_line(&path, output)
 }
 
 /// Runs a control-plane script, its progress on our stderr; returns its last stdout line.
@@ -242,6 +376,11 @@ fn script(
     let output = command
         .output()
         .map_err(|e| failed("run a control-plane script", e))?;
+    last_line(&path, output)
+}
+
+/// The last stdout line of a script that succeeded.
+fn last_line(path: &Path, output: std::process::Output) -> Result<String, CliError> {
     if !output.status.success() {
         return Err(CliError::Demo {
             step: "run a control-plane script",
@@ -266,5 +405,31 @@ fn failed(step: &'static str, error: impl std::fmt::Display) -> CliError {
     CliError::Demo {
         step,
         message: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_still_stops_the_control_plane_and_removes_the_directory() {
+        let root = std::env::temp_dir().join(format!("tidal-demo-cleanup-{}", std::process::id()));
+        let (scripts, dir, mark) = (root.join("scripts"), root.join("state"), root.join("down"));
+        std::fs::create_dir_all(&scripts).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            scripts.join("down.sh"),
+            format!("touch {}\n", mark.display()),
+        )
+        .unwrap();
+        let unwound = std::panic::catch_unwind(|| {
+            let _cleanup = Cleanup::new(&scripts, &dir);
+            panic!("a bug in the demo");
+        });
+        assert!(unwound.is_err());
+        assert!(mark.exists(), "down.sh ran");
+        assert!(!dir.exists(), "the directory is gone");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -131,9 +131,12 @@ async fn termination() {
     }
 }
 
+/// Writes `text` to stdout. A closed stdout (`tidal-scheduler next ... | head -1`) is the
+/// end of the output, as for other command-line tools: no error.
 fn print_stdout(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(())
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => Ok(written?),
+    }
 }
