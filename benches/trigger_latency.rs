@@ -13,6 +13,12 @@
 //! them). `TIDAL_BENCH_OBJECTS=N` runs only the latency case of N objects (0: none);
 //! `TIDAL_BENCH_SKIP_RSS=1` skips the 10,000-object part; `TIDAL_BENCH_BASELINE_WATCH=1`
 //! keeps a watch open on the baseline's objects, as the controller has on its own.
+//! `TIDAL_BENCH_APPLY=Scale` runs the objects in `Scale` mode, each with a Deployment of
+//! its own: the controller then writes each target fenced (read, then a server-side
+//! apply conditional on the version read) before the status, and the baseline sends a
+//! plain `/scale` merge patch before each status patch — the unfenced write the
+//! controller made before fencing — or, with `TIDAL_BENCH_BASELINE_FENCED=1`, the same
+//! fenced read-then-apply as the controller.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -39,12 +45,32 @@ const CONCURRENCY: usize = 64;
 
 const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
 
+/// Whether the objects run in `Scale` mode (`TIDAL_BENCH_APPLY=Scale`).
+fn scale_mode() -> bool {
+    std::env::var("TIDAL_BENCH_APPLY").is_ok_and(|mode| mode == "Scale")
+}
+
+/// The Deployment of object `name` in Scale mode; all share `web` in Status mode.
+fn target_of(name: &str) -> String {
+    if scale_mode() {
+        format!("{name}-web")
+    } else {
+        "web".to_owned()
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let control_plane = control_plane();
     println!("control plane: {}", control_plane.kubeconfig().display());
     println!(
-        "\ntrigger latency, scheduled instant -> status write acknowledged (ms); concurrency {CONCURRENCY}"
+        "\ntrigger latency, scheduled instant -> status write acknowledged (ms); concurrency {CONCURRENCY}; apply: {}{}",
+        if scale_mode() { "Scale" } else { "Status" },
+        if scale_mode() && std::env::var_os("TIDAL_BENCH_BASELINE_FENCED").is_some() {
+            " (baseline fenced)"
+        } else {
+            ""
+        }
     );
     println!(
         "{:>7} {:>7} | {:>28} | {:>28} | {:>9}",
@@ -121,7 +147,15 @@ fn tide_manifest(name: &str, rules: &[(String, String, i32)]) -> Value {
         .iter()
         .map(|(n, c, r)| (n.as_str(), c.as_str(), *r))
         .collect();
-    manifest(name, "apps/v1", "Deployment", "web", "Status", &borrowed)
+    let apply = if scale_mode() { "Scale" } else { "Status" };
+    manifest(
+        name,
+        "apps/v1",
+        "Deployment",
+        &target_of(name),
+        apply,
+        &borrowed,
+    )
 }
 
 async fn create_all(env: &TestEnv, manifests: Vec<Value>) -> anyhow::Result<()> {
@@ -148,8 +182,28 @@ async fn create_round_objects(
     instants: &[Timestamp],
 ) -> anyhow::Result<()> {
     let rules = round_rules(instants);
-    let manifests = (0..objects)
-        .map(|i| tide_manifest(&format!("tide-{i:04}"), &rules))
+    let names: Vec<String> = (0..objects).map(|i| format!("tide-{i:04}")).collect();
+    if scale_mode() {
+        let deployments = env.api::<k8s_openapi::api::apps::v1::Deployment>();
+        let created: Vec<kube::Result<_>> = stream::iter(&names)
+            .map(|name| {
+                let deployments = deployments.clone();
+                async move {
+                    deployments
+                        .create(&PostParams::default(), &deployment(&target_of(name)))
+                        .await
+                }
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        for result in created {
+            result?;
+        }
+    }
+    let manifests = names
+        .iter()
+        .map(|name| tide_manifest(name, &rules))
         .collect();
     create_all(env, manifests).await
 }
@@ -162,6 +216,7 @@ fn first_instant(objects: usize) -> Timestamp {
 /// Plain status patches by a bare client at each round's instant.
 struct Baseline {
     api: Api<TidalScheduler>,
+    deployments: Api<k8s_openapi::api::apps::v1::Deployment>,
     objects: Vec<TidalScheduler>,
     statuses: Vec<TidalSchedulerStatus>,
     instants: Vec<Timestamp>,
@@ -199,6 +254,7 @@ impl Baseline {
         }
         Ok(Baseline {
             api,
+            deployments: env.api(),
             objects: stored,
             statuses,
             instants,
@@ -218,9 +274,13 @@ impl Baseline {
                 .map(|(object, old)| (object, next_status(object, old, at, Some(at))))
                 .collect();
             sleep_past(at - SignedDuration::from_millis(50)).await;
-            let api = &self.api;
+            let (api, deployments) = (&self.api, &self.deployments);
             let acks: Vec<anyhow::Result<f64>> = stream::iter(&bodies)
                 .map(|(object, status)| async move {
+                    if scale_mode() {
+                        let replicas = status.desired_replicas.unwrap_or_default();
+                        write_scale(deployments, &target_of(&object.name_any()), replicas).await?;
+                    }
                     patch_status(api, object, status).await?;
                     Ok(Timestamp::now().duration_since(at).as_secs_f64() * 1000.0)
                 })
@@ -240,6 +300,33 @@ impl Baseline {
         );
         Ok(samples)
     }
+}
+
+/// The baseline's target write: a plain `/scale` merge patch, or (with
+/// `TIDAL_BENCH_BASELINE_FENCED`) a read then a server-side apply conditional on it.
+async fn write_scale(
+    deployments: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+    replicas: i32,
+) -> anyhow::Result<()> {
+    if std::env::var_os("TIDAL_BENCH_BASELINE_FENCED").is_none() {
+        let patch = Patch::Merge(json!({ "spec": { "replicas": replicas } }));
+        deployments
+            .patch_scale(name, &PatchParams::default(), &patch)
+            .await?;
+        return Ok(());
+    }
+    let read = deployments.get_scale(name).await?;
+    let patch = Patch::Apply(json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": { "name": name, "resourceVersion": read.metadata.resource_version },
+        "spec": { "replicas": replicas },
+    }));
+    deployments
+        .patch_scale(name, &PatchParams::apply("tidal-bench").force(), &patch)
+        .await?;
+    Ok(())
 }
 
 async fn patch_status(
@@ -297,9 +384,11 @@ impl Controller {
     /// Starts the controller and creates its objects; returns once all are reconciled.
     async fn start(objects: usize, instants: Vec<Timestamp>) -> anyhow::Result<Controller> {
         let env = TestEnv::new().await;
-        env.api()
-            .create(&PostParams::default(), &deployment("web"))
-            .await?;
+        if !scale_mode() {
+            env.api()
+                .create(&PostParams::default(), &deployment("web"))
+                .await?;
+        }
         let process = run_controller(&env);
         create_round_objects(&env, objects, &instants).await?;
         wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
