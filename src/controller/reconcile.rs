@@ -42,9 +42,7 @@ pub const STALE_RETRY: Duration = Duration::from_millis(100);
 pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _counted = ctx.in_flight.enter();
     if !ctx.acting.is_open() {
-        // A standby keeps its cache warm but arms no timers: the next leadership term
-        // reconciles every object anew.
-        return Ok(Action::await_change());
+        return Ok(not_acting(&ctx));
     }
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let (key, uid) = (key_of(&object), object.uid().unwrap_or_default());
@@ -76,11 +74,26 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
     reconcile_once(&object, &api, &ctx).await
 }
 
+/// What a reconcile that may not write does next. A standby keeps its cache warm but
+/// arms no timers: the next leadership term reconciles every object anew. A leader whose
+/// gate only the clock bound shut tries again soon: its clock may come back within the
+/// bound before it steps down, and then no new term would reconcile this object.
+fn not_acting(ctx: &Context) -> Action {
+    if ctx.acting.in_term() {
+        Action::requeue(CLOCK_RETRY)
+    } else {
+        Action::await_change()
+    }
+}
+
+/// How soon a leader whose clock is beyond its bound looks again.
+const CLOCK_RETRY: Duration = Duration::from_secs(1);
+
 /// What the controller does after a failed reconcile: retry soon, then back off.
 pub fn error_policy(object: Arc<TidalScheduler>, error: &Error, ctx: Arc<Context>) -> Action {
     if matches!(error, Error::NotActing) {
         tracing::debug!(tidal = %key_of(&object), "leadership lost during the reconcile");
-        return Action::await_change();
+        return not_acting(&ctx);
     }
     let key = key_of(&object);
     let mut memory = ctx.recall(&key, &object.uid().unwrap_or_default());

@@ -67,15 +67,21 @@ impl WriteGate {
 
     /// Whether writing is allowed right now.
     pub fn is_open(&self) -> bool {
-        let leading = match &self.terms {
-            None => true,
-            Some(terms) => is_current(*terms.borrow(), Instant::now()),
-        };
-        leading
+        self.in_term()
             && self
                 .clock
                 .as_ref()
                 .is_none_or(|bound| bound.check().is_ok())
+    }
+
+    /// Whether a term is current, whatever the clock says: shut only by the clock bound,
+    /// the gate may open again within the term (or the replica steps down, and the next
+    /// term starts afresh).
+    pub fn in_term(&self) -> bool {
+        match &self.terms {
+            None => true,
+            Some(terms) => is_current(*terms.borrow(), Instant::now()),
+        }
     }
 
     /// The number of the current (or last) term; 0 before the first, and always for a gate
@@ -228,6 +234,30 @@ mod tests {
         openings.next().await.unwrap();
         let more = tokio::time::timeout(Duration::from_secs(1), openings.next()).await;
         assert!(more.is_err(), "no third opening");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_beyond_its_bound_shuts_the_gate_within_the_term() {
+        use std::sync::Arc;
+
+        use crate::clock::{ClockOffset, SystemClock};
+
+        let (_elector, terms) = watch::channel(term(1, 10));
+        let offset = ClockOffset::new(Arc::new(SystemClock));
+        let bound = ClockBound::new(offset.clone(), Some(Duration::from_secs(2)));
+        let gate = WriteGate::leased(terms).with_clock_bound(Some(bound));
+        let record = |seconds: i64| {
+            let now = std::time::Instant::now();
+            let date = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
+            offset.record(now, now, date);
+        };
+        record(0);
+        assert!(gate.is_open());
+        record(-30);
+        assert!(!gate.is_open() && gate.in_term());
+        assert_eq!(gate.check(), Err(NotLeading));
+        record(0);
+        assert!(gate.is_open());
     }
 
     #[test]
