@@ -59,6 +59,9 @@ pub struct Memory {
     pub armed: Option<Timestamp>,
     /// Replicas this process last wrote to the target (Scale mode).
     pub applied: Option<i32>,
+    /// The target ([`Target::id`](super::target::Target::id)) this term has claimed: written
+    /// once under the term's own field manager, which moved its resourceVersion.
+    pub claimed: Option<String>,
     /// Consecutive reconciles that ended with an apply problem.
     pub failures: u32,
     /// The last target check: when, and what it found (warnings or the problem).

@@ -223,9 +223,11 @@ async fn apply(
     if plan.new_trigger.is_none() && memory.applied == Some(level.replicas) {
         return Ok((None, warnings));
     }
-    match scale(ctx, &target, level.replicas).await? {
+    let claim = memory.claimed.as_deref() != Some(target.id().as_str());
+    match scale(ctx, &target, level.replicas, claim).await? {
         Ok(()) => {
             memory.applied = Some(level.replicas);
+            memory.claimed = Some(target.id());
             Ok((None, warnings))
         }
         Err(problem) => {
@@ -240,10 +242,11 @@ async fn scale(
     ctx: &Context,
     target: &Target,
     replicas: i32,
+    claim: bool,
 ) -> Result<Result<(), ApplyProblem>, Error> {
     Ok(ctx
         .acting
-        .guard(ctx.targets.scale(target, replicas, &ctx.acting))
+        .guard(ctx.targets.scale(target, replicas, &ctx.acting, claim))
         .await??)
 }
 

@@ -46,10 +46,18 @@ impl Target {
         self.resource.group == "autoscaling" && self.resource.kind == "HorizontalPodAutoscaler"
     }
 
+    /// What identifies it within its namespace: `group/kind/name`.
+    pub fn id(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.resource.group, self.resource.kind, self.name
+        )
+    }
+
     /// Whether its `/scale` takes server-side apply: the built-in kinds do; for custom
     /// resources the API server (1.34) fails it ("request to convert CR to an invalid
-    /// group/version: autoscaling/v1"), so they get a merge patch, with the same
-    /// resourceVersion precondition but no new field manager per term.
+    /// group/version: autoscaling/v1"), so they only get merge patches, with the same
+    /// resourceVersion precondition but no claim under a field manager of the term.
     fn applies_scale(&self) -> bool {
         matches!(self.resource.group.as_str(), "" | "apps")
     }
@@ -204,22 +212,25 @@ impl Targets {
     /// `maxReplicas` only if needed to keep min <= max), while `gate` is open.
     ///
     /// Every write is fenced, so that one sent in a leadership term that has ended changes
-    /// nothing however late it arrives (DESIGN §6). It is a server-side apply under the
-    /// field manager of the term (see [`field_manager`]), conditional on the
-    /// resourceVersion read just before, and it is sent only if the gate is still open
-    /// once that read has returned — so the version was read within the term. A
-    /// successor's first write under its own, new manager always changes the target's
-    /// managedFields, hence its resourceVersion, even when the replicas are already right;
-    /// from then on any write prepared in an earlier term fails its precondition (409).
-    /// A conflict within the term (another writer in between) is read again and retried.
+    /// nothing however late it arrives (DESIGN §6): it is conditional on the
+    /// resourceVersion read just before, and sent only if the gate is still open once
+    /// that read has returned — so the version was read within the term. The term's first
+    /// write to a target (`claim`) is a server-side apply under the term's own field
+    /// manager (see [`field_manager`]): it always changes the target's managedFields,
+    /// hence its resourceVersion, even when the replicas are already right, so from then
+    /// on any write prepared in an earlier term fails its precondition (409). Later writes
+    /// of the term are plain merge patches with the precondition (cheaper for the API
+    /// server). A conflict within the term (another writer in between) is read again and
+    /// retried.
     pub async fn scale(
         &self,
         target: &Target,
         replicas: i32,
         gate: &WriteGate,
+        claim: bool,
     ) -> Result<Result<(), ApplyProblem>, NotLeading> {
         if target.is_hpa() {
-            return self.set_hpa_floor(target, replicas, gate).await;
+            return self.set_hpa_floor(target, replicas, gate, claim).await;
         }
         if !target.scalable {
             return Ok(Err(not_scalable(target)));
@@ -237,13 +248,7 @@ impl Targets {
                 },
                 "spec": { "replicas": replicas },
             });
-            let mut params = fenced_params(gate)?;
-            let patch = if target.applies_scale() {
-                Patch::Apply(scale)
-            } else {
-                params.force = false;
-                Patch::Merge(scale)
-            };
+            let (params, patch) = fenced_write(gate, claim && target.applies_scale(), scale)?;
             Ok(api.patch_scale(&target.name, &params, &patch).await?)
         };
         finish(
@@ -257,6 +262,7 @@ impl Targets {
         target: &Target,
         replicas: i32,
         gate: &WriteGate,
+        claim: bool,
     ) -> Result<Result<(), ApplyProblem>, NotLeading> {
         let api: Api<HorizontalPodAutoscaler> =
             Api::namespaced(self.client.clone(), &target.namespace);
@@ -267,7 +273,7 @@ impl Targets {
             if max < replicas {
                 spec["maxReplicas"] = replicas.into();
             }
-            let patch = Patch::Apply(json!({
+            let floor = json!({
                 "apiVersion": "autoscaling/v2",
                 "kind": "HorizontalPodAutoscaler",
                 "metadata": {
@@ -276,8 +282,8 @@ impl Targets {
                     "resourceVersion": hpa.resource_version(),
                 },
                 "spec": spec,
-            }));
-            let params = fenced_params(gate)?;
+            });
+            let (params, patch) = fenced_write(gate, claim, floor)?;
             Ok(api.patch(&target.name, &params, &patch).await?)
         };
         finish(
@@ -376,11 +382,21 @@ impl Fenced {
     }
 }
 
-/// Server-side apply parameters under the current term's field manager, if the gate is
-/// open right now.
-fn fenced_params(gate: &WriteGate) -> Result<PatchParams, Fenced> {
+/// The write of `body` (which carries the resourceVersion read), if the gate is open
+/// right now: a server-side apply under the current term's field manager to claim the
+/// target, else a merge patch.
+fn fenced_write(
+    gate: &WriteGate,
+    claim: bool,
+    body: serde_json::Value,
+) -> Result<(PatchParams, Patch<serde_json::Value>), Fenced> {
     gate.check().map_err(|NotLeading| Fenced::NotLeading)?;
-    Ok(PatchParams::apply(&field_manager(gate.fence())).force())
+    Ok(if claim {
+        let params = PatchParams::apply(&field_manager(gate.fence())).force();
+        (params, Patch::Apply(body))
+    } else {
+        (patch_params(), Patch::Merge(body))
+    })
 }
 
 /// The outcome of a fenced write: leadership lost, a problem to report, or done.
