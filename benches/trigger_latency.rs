@@ -32,7 +32,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tidal_scheduler::api::{TidalScheduler, TidalSchedulerStatus, validate};
-use tidal_scheduler::controller::plan::{self, Facts, Written};
+use tidal_scheduler::controller::plan::{self, Facts, Outcome};
 
 use common::cluster::{TestEnv, control_plane};
 use common::fixtures::deployment;
@@ -360,14 +360,14 @@ fn next_status(
         armed,
     };
     let plan = plan::plan(&valid.tide, facts, at);
-    let written = Written {
+    let outcome = Outcome {
         generation: object.metadata.generation,
         history_limit: object.spec.history_limit,
         warnings: &[],
         problem: None,
         now: at,
     };
-    plan::status_after(old, &plan, written)
+    plan::status_after(old, &plan, outcome)
 }
 
 /// The controller, with objects of its own; its `lateness_ms` of on-time triggers is read

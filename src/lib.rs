@@ -39,4 +39,5 @@ pub mod clock;
 pub mod controller;
 pub mod election;
 pub mod schedule;
+pub mod sync;
 pub mod telemetry;

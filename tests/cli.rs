@@ -337,3 +337,55 @@ fn a_closed_stdout_ends_next_and_plan_quietly() {
         assert_eq!(stderr(&out), "", "{args:?}");
     }
 }
+
+/// Runs the binary with `KUBECONFIG` pointing at nothing and no in-cluster configuration.
+fn binary_without_cluster(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tidal-scheduler"))
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("HOME", "/nonexistent")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn runtime_failures_exit_1_and_invalid_input_exits_2_naming_what_failed() {
+    let no_cluster = binary_without_cluster(&["run", "--metrics-address", "127.0.0.1:0"]);
+    assert_eq!(no_cluster.status.code(), Some(1), "{}", stderr(&no_cluster));
+    assert!(
+        stderr(&no_cluster).contains("error: failed to load a Kubernetes client configuration"),
+        "{}",
+        stderr(&no_cluster)
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let address = taken.local_addr().expect("address").to_string();
+    let busy = binary_without_cluster(&["run", "--metrics-address", &address]);
+    assert_eq!(busy.status.code(), Some(1), "{}", stderr(&busy));
+    assert!(
+        stderr(&busy).contains(&format!(
+            "error: failed to listen on --metrics-address {address}"
+        )),
+        "{}",
+        stderr(&busy)
+    );
+
+    let unsafe_timing =
+        binary_without_cluster(&["run", "--lease-duration", "3s", "--renew-deadline", "5s"]);
+    assert_eq!(unsafe_timing.status.code(), Some(2));
+    assert!(
+        stderr(&unsafe_timing)
+            .contains("lease duration (3s) must be longer than the renew deadline"),
+        "{}",
+        stderr(&unsafe_timing)
+    );
+    let bad_duration = binary_without_cluster(&["run", "--retry-period", "soon"]);
+    assert_eq!(bad_duration.status.code(), Some(2));
+    assert!(
+        stderr(&bad_duration).contains("--retry-period"),
+        "{}",
+        stderr(&bad_duration)
+    );
+}

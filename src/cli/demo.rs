@@ -52,7 +52,8 @@ pub struct DemoArgs {
 /// removed before it returns.
 pub fn run(args: DemoArgs) -> Result<(), CliError> {
     // The controller's own logs would drown the demo's lines: warnings only by default.
-    telemetry::init_logs(LogFormat::Text, "warn").map_err(|e| CliError::Argument(e.to_string()))?;
+    telemetry::init_logs(LogFormat::Text, "warn")
+        .map_err(|e| CliError::Runtime(format!("failed to set up logging: {e}")))?;
     // The runtime comes first so that SIGTERM and SIGINT are caught from the start.
     let runtime = super::runtime()?;
     let dir = match args.dir {

@@ -12,8 +12,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use jiff::Timestamp;
 
-/// Exit status for input the command cannot use (bad expression, invalid manifest, ...).
+/// Exit status for input the command cannot use (bad expression, invalid manifest,
+/// invalid flags, ...); clap's own usage errors exit with it too.
 pub const EXIT_INVALID_INPUT: u8 = 2;
+
+/// Exit status for a failure at run time (no usable kubeconfig, an address that cannot be
+/// bound, a demo step that failed, output that cannot be written, ...).
+pub const EXIT_FAILURE: u8 = 1;
 
 /// tidal-scheduler: scales Kubernetes workloads on a calendar.
 #[derive(Debug, Parser)]
@@ -52,7 +57,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
-            ExitCode::from(EXIT_INVALID_INPUT)
+            ExitCode::from(error.exit_code())
         }
     }
 }
@@ -96,6 +101,24 @@ pub enum CliError {
     /// Writing the output failed.
     #[error("failed to write output: {0}")]
     Write(#[from] std::io::Error),
+    /// Something the command needs at run time failed; the message names the action.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl CliError {
+    /// The process exit status: [`EXIT_INVALID_INPUT`] for input or arguments the command
+    /// cannot use, [`EXIT_FAILURE`] for a failure at run time.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Argument(_)
+            | CliError::Cron(_)
+            | CliError::Read { .. }
+            | CliError::Manifest { .. }
+            | CliError::InvalidObjects(_) => EXIT_INVALID_INPUT,
+            CliError::Demo { .. } | CliError::Write(_) | CliError::Runtime(_) => EXIT_FAILURE,
+        }
+    }
 }
 
 /// Parses an RFC 3339 instant given on the command line.
@@ -112,7 +135,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(CliError::Write)
+        .map_err(|error| CliError::Runtime(format!("failed to start the Tokio runtime: {error}")))
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -81,7 +81,8 @@ pub struct RunArgs {
 
 /// Runs the controller until SIGINT or SIGTERM: drains, then releases the Lease.
 pub fn run(args: RunArgs) -> Result<(), CliError> {
-    telemetry::init_logs(args.log_format, "info").map_err(|e| CliError::Argument(e.to_string()))?;
+    telemetry::init_logs(args.log_format, "info")
+        .map_err(|e| CliError::Runtime(format!("failed to set up logging: {e}")))?;
     let timing = Timing {
         lease_duration: args.lease_duration,
         renew_deadline: args.renew_deadline,
@@ -139,8 +140,8 @@ async fn serve_health(
     metrics: &Metrics,
 ) -> Result<(), CliError> {
     let listener = TcpListener::bind(address).await.map_err(|error| {
-        CliError::Argument(format!(
-            "--metrics-address {address}: cannot listen: {error}"
+        CliError::Runtime(format!(
+            "failed to listen on --metrics-address {address}: {error}"
         ))
     })?;
     if let Ok(address) = listener.local_addr() {
@@ -249,8 +250,8 @@ fn campaign(
 /// the clock `offset`.
 async fn client(identity: &str, offset: &ClockOffset) -> Result<Client, CliError> {
     let no_config = |error: &dyn std::fmt::Display| {
-        CliError::Argument(format!(
-            "no Kubernetes client configuration (in-cluster or KUBECONFIG): {error}"
+        CliError::Runtime(format!(
+            "failed to load a Kubernetes client configuration (in-cluster or KUBECONFIG): {error}"
         ))
     };
     let mut config = kube::Config::infer().await.map_err(|e| no_config(&e))?;

@@ -11,7 +11,7 @@
 //! of the wall clock the instant it happens, before the next response.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -135,10 +135,7 @@ impl ClockOffset {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Estimator> {
-        // A poisoned lock only means a panic mid-update; the window is still usable.
-        self.estimator
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.estimator)
     }
 }
 

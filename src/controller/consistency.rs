@@ -8,7 +8,7 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// Compares two resourceVersions the way Kubernetes does
 /// (`apimachinery/pkg/util/resourceversion`): well-formed ones are positive decimal
@@ -40,7 +40,8 @@ pub enum Freshness {
 }
 
 #[derive(Debug, Default)]
-struct Written {
+/// What one owner (by UID) has written.
+struct OwnerWrites {
     uid: String,
     /// Highest resourceVersion written, per group-resource.
     by_resource: HashMap<String, String>,
@@ -49,7 +50,7 @@ struct Written {
 /// The writes not yet confirmed by a check, per owner `namespace/name`.
 #[derive(Debug, Default)]
 pub struct ConsistencyStore {
-    owners: Mutex<HashMap<String, Written>>,
+    owners: Mutex<HashMap<String, OwnerWrites>>,
 }
 
 impl ConsistencyStore {
@@ -63,9 +64,9 @@ impl ConsistencyStore {
         let mut owners = self.lock();
         let written = owners.entry(owner.to_owned()).or_default();
         if written.uid != uid {
-            *written = Written {
+            *written = OwnerWrites {
                 uid: uid.to_owned(),
-                ..Written::default()
+                ..OwnerWrites::default()
             };
         }
         let highest = written
@@ -123,8 +124,8 @@ impl ConsistencyStore {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
-        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnerWrites>> {
+        crate::sync::lock(&self.owners)
     }
 }
 

@@ -4,7 +4,7 @@
 //! to recover lives in status).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::Timestamp;
 use kube::Client;
@@ -17,6 +17,7 @@ use super::plan::ApplyProblem;
 use super::target::Targets;
 use crate::clock::Clock;
 use crate::election::WriteGate;
+use crate::sync::lock;
 use crate::telemetry::metrics::Metrics;
 
 /// Shared by all reconciles.
@@ -30,7 +31,7 @@ pub struct Context {
     /// Target discovery, checks and writes.
     pub targets: Targets,
     /// Whether this process may write.
-    pub acting: WriteGate,
+    pub gate: WriteGate,
     /// Reconciles in progress.
     pub in_flight: InFlight,
     /// Our writes not yet seen by the watch cache (read your own writes).
@@ -76,7 +77,7 @@ impl Context {
         client: Client,
         clock: Arc<dyn Clock>,
         events: EventSink,
-        acting: WriteGate,
+        gate: WriteGate,
         in_flight: InFlight,
         caches: HashMap<Option<String>, CacheVersion>,
         metrics: Metrics,
@@ -86,7 +87,7 @@ impl Context {
             client,
             clock,
             events,
-            acting,
+            gate,
             in_flight,
             consistency: ConsistencyStore::default(),
             metrics,
@@ -107,7 +108,7 @@ impl Context {
     /// What is remembered about `key` in this term, or a fresh memory when its UID or
     /// the term differs.
     pub fn recall(&self, key: &str, uid: &str) -> Memory {
-        let term = self.acting.term();
+        let term = self.gate.term();
         match self.lock().get(key) {
             Some(memory) if memory.uid == uid && memory.term == term => memory.clone(),
             _ => Memory {
@@ -156,10 +157,4 @@ impl Context {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Memory>> {
         lock(&self.memory)
     }
-}
-
-/// Locks a map; a panic elsewhere cannot leave a half-written entry (inserts and removals
-/// are single calls), so a poisoned lock is still usable.
-fn lock<T>(map: &Mutex<T>) -> MutexGuard<'_, T> {
-    map.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -3,7 +3,9 @@
 //! finish.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::lock;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -48,11 +50,7 @@ impl InFlight {
         if self.count() > 0 {
             return Duration::ZERO;
         }
-        let last_end = *self
-            .0
-            .last_end
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let last_end = *lock(&self.0.last_end);
         last_end.elapsed()
     }
 }
@@ -60,11 +58,7 @@ impl InFlight {
 impl Drop for Entered {
     fn drop(&mut self) {
         // The time is set before the count drops, so a quiet period never starts early.
-        *self
-            .0
-            .last_end
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        *lock(&self.0.last_end) = Instant::now();
         self.0.running.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -17,10 +17,12 @@
 
 mod consistency;
 mod context;
+mod error;
 mod event;
 mod in_flight;
 mod list_watch;
 pub mod plan;
+mod reason;
 mod reconcile;
 mod recorder;
 mod target;
@@ -40,15 +42,17 @@ use tokio::sync::watch;
 
 pub use consistency::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
 pub use context::Context;
-pub use event::{EventSink, Reason};
+pub use error::Error;
+pub use event::EventSink;
 pub use in_flight::InFlight;
 pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
-pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
+pub use reason::Reason;
+pub use reconcile::{MAX_SLEEP, error_policy, key_of, reconcile};
 pub use recorder::{Recorder, Reporter};
 
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
-use crate::election::{NotLeading, WriteGate};
+use crate::election::WriteGate;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::server::Readiness;
 
@@ -58,41 +62,6 @@ const FORGET_EVERY: Duration = Duration::from_secs(300);
 /// Longest wait for running reconciles after a shutdown request (Kubernetes gives a pod
 /// 30 s between SIGTERM and SIGKILL by default).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
-
-/// Why a reconcile failed (it is retried with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The object changed between read and write (HTTP 409); it is read again.
-    #[error("the object changed while being reconciled")]
-    Conflict,
-    /// This process may not write now (not the leader).
-    #[error("not acting: writes are gated off")]
-    NotActing,
-    /// The object has no namespace (TidalScheduler is namespaced; a malformed event).
-    #[error("object without a namespace")]
-    MissingNamespace,
-    /// Reading the object failed.
-    #[error("failed to read the object: {source}")]
-    Read {
-        /// The API error.
-        source: kube::Error,
-    },
-    /// Writing the status failed.
-    #[error("failed to write status: {source}")]
-    WriteStatus {
-        /// The API error.
-        source: kube::Error,
-    },
-    /// The status could not be serialized (a bug).
-    #[error("failed to serialize status: {0}")]
-    Serialize(serde_json::Error),
-}
-
-impl From<NotLeading> for Error {
-    fn from(NotLeading: NotLeading) -> Error {
-        Error::NotActing
-    }
-}
 
 /// How the controller runs.
 #[derive(Debug, Clone)]
@@ -212,7 +181,7 @@ fn observe(ctx: &Context, saw: &impl Fn(&str), event: &watcher::Event<TidalSched
         watcher::Event::Apply(object) | watcher::Event::InitApply(object) => object,
         watcher::Event::Delete(object) => {
             if let Some(uid) = object.uid() {
-                ctx.consistency.forget(&reconcile::key_of(object), &uid);
+                ctx.consistency.forget(&key_of(object), &uid);
             }
             object
         }
@@ -239,7 +208,7 @@ fn saw_version(
 /// takes it, but it triggers no reconcile (the one that wrote it already requeued).
 fn is_echo(ctx: &Context, object: &TidalScheduler) -> bool {
     match (object.uid(), object.resource_version()) {
-        (Some(uid), Some(version)) => ctx.is_echo(&reconcile::key_of(object), &uid, &version),
+        (Some(uid), Some(version)) => ctx.is_echo(&key_of(object), &uid, &version),
         _ => false,
     }
 }
@@ -252,7 +221,7 @@ async fn forget_deleted(ctx: Arc<Context>, stores: Vec<Store<TidalScheduler>>) {
         let existing: HashSet<String> = stores
             .iter()
             .flat_map(|store| store.state())
-            .map(|object| reconcile::key_of(&object))
+            .map(|object| key_of(&object))
             .collect();
         ctx.forget_all_but(&existing);
         tracing::debug!(remembered = ctx.remembered(), "forgot deleted objects");

@@ -44,7 +44,7 @@ pub struct NewTrigger {
 /// Facts about the object a plan needs besides its rules.
 #[derive(Debug, Clone, Copy)]
 pub struct Facts<'a> {
-    /// The current status (default when none was written yet).
+    /// The current status (default when none was outcome yet).
     pub status: &'a TidalSchedulerStatus,
     /// `metadata.creationTimestamp`: instants before it were never missed.
     pub created: Timestamp,
@@ -104,9 +104,10 @@ pub struct ApplyProblem {
     pub message: String,
 }
 
-/// Everything besides the plan that shapes the new status.
+/// What the reconcile found and did besides the plan: everything else that shapes the
+/// new status.
 #[derive(Debug, Clone, Copy)]
-pub struct Written<'a> {
+pub struct Outcome<'a> {
     /// `metadata.generation`.
     pub generation: Option<i64>,
     /// `spec.historyLimit`.
@@ -123,10 +124,10 @@ pub struct Written<'a> {
 pub fn status_after(
     old: &TidalSchedulerStatus,
     plan: &Plan,
-    written: Written<'_>,
+    outcome: Outcome<'_>,
 ) -> TidalSchedulerStatus {
     let mut status = old.clone();
-    status.observed_generation = written.generation;
+    status.observed_generation = outcome.generation;
     if !plan.suspended {
         status.desired_replicas = plan.level.as_ref().map(|level| level.replicas);
         status.active_rule = plan.level.as_ref().map(|level| level.rule.clone());
@@ -141,20 +142,20 @@ pub fn status_after(
             entry.rule == new.trigger.rule && entry.schedule_time.0 == new.trigger.schedule_time
         });
         if !recorded {
-            status.history.insert(0, history_entry(new, written));
+            status.history.insert(0, history_entry(new, outcome));
         }
     }
     status
         .history
-        .truncate(usize::try_from(written.history_limit.max(1)).unwrap_or(1));
-    let (ready, reason, message) = ready_condition(plan, written);
+        .truncate(usize::try_from(outcome.history_limit.max(1)).unwrap_or(1));
+    let (ready, reason, message) = ready_condition(plan, outcome);
     set_ready(
         &mut status,
         ready,
         reason,
         message,
-        written.generation,
-        written.now,
+        outcome.generation,
+        outcome.now,
     );
     status
 }
@@ -187,9 +188,9 @@ pub fn status_invalid(
     status
 }
 
-fn history_entry(new: &NewTrigger, written: Written<'_>) -> HistoryEntry {
+fn history_entry(new: &NewTrigger, outcome: Outcome<'_>) -> HistoryEntry {
     let trigger = &new.trigger;
-    let (result, message) = match written.problem {
+    let (result, message) = match outcome.problem {
         Some(problem) => (TriggerResult::Failed, problem.message.clone()),
         None => (
             TriggerResult::Succeeded,
@@ -199,7 +200,7 @@ fn history_entry(new: &NewTrigger, written: Written<'_>) -> HistoryEntry {
     HistoryEntry {
         rule: trigger.rule.clone(),
         schedule_time: Time(trigger.schedule_time),
-        execution_time: MicroTime(micros(written.now)),
+        execution_time: MicroTime(micros(outcome.now)),
         replicas: trigger.replicas,
         result,
         catch_up: new.catch_up,
@@ -209,14 +210,14 @@ fn history_entry(new: &NewTrigger, written: Written<'_>) -> HistoryEntry {
 }
 
 /// The Ready condition: status, reason and a message that names the rules involved.
-fn ready_condition(plan: &Plan, written: Written<'_>) -> (bool, ConditionReason, String) {
+fn ready_condition(plan: &Plan, outcome: Outcome<'_>) -> (bool, ConditionReason, String) {
     let (ready, reason, mut message) = if plan.suspended {
         (
             false,
             ConditionReason::Suspended,
             "spec.suspend is true: no trigger is applied".to_owned(),
         )
-    } else if let Some(problem) = written.problem {
+    } else if let Some(problem) = outcome.problem {
         (false, problem.reason, problem.message.clone())
     } else if let Some(level) = &plan.level {
         (
@@ -242,7 +243,7 @@ fn ready_condition(plan: &Plan, written: Written<'_>) -> (bool, ConditionReason,
     if let Some(note) = plan.next.as_ref().and_then(collision_note) {
         message.push_str(&format!("; next trigger: {note}"));
     }
-    for warning in written.warnings {
+    for warning in outcome.warnings {
         message.push_str(&format!("; warning: {warning}"));
     }
     (ready, reason, message)

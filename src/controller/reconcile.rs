@@ -13,11 +13,11 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::Error;
 use super::consistency::Freshness;
 use super::context::{Context, Memory};
-use super::event::Reason;
-use super::plan::{self, ApplyProblem, Facts, Plan, Written};
+use super::error::Error;
+use super::plan::{self, ApplyProblem, Facts, Outcome, Plan};
+use super::reason::Reason;
 use super::target::{Target, patch_params};
 use crate::api::{ApplyMode, ConditionReason, TidalScheduler, TidalSchedulerStatus, validate};
 
@@ -41,7 +41,7 @@ pub const STALE_RETRY: Duration = Duration::from_millis(100);
 /// Reconciles one TidalScheduler; on a write conflict, re-reads it and tries again.
 pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _counted = ctx.in_flight.enter();
-    if !ctx.acting.is_open() {
+    if !ctx.gate.is_open() {
         return Ok(not_acting(&ctx));
     }
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
@@ -79,7 +79,7 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
 /// gate only the clock bound shut tries again soon: its clock may come back within the
 /// bound before it steps down, and then no new term would reconcile this object.
 fn not_acting(ctx: &Context) -> Action {
-    if ctx.acting.in_term() {
+    if ctx.gate.in_term() {
         Action::requeue(CLOCK_RETRY)
     } else {
         Action::await_change()
@@ -152,14 +152,14 @@ async fn reconcile_once(
     };
     warnings.splice(0..0, valid.warnings);
 
-    let written = Written {
+    let outcome = Outcome {
         generation,
         history_limit: object.spec.history_limit,
         warnings: &warnings,
         problem: problem.as_ref(),
         now: ctx.clock.now(),
     };
-    let new = plan::status_after(&old, &plan, written);
+    let new = plan::status_after(&old, &plan, outcome);
     if new != old {
         write_status(ctx, api, object, &old, &new).await?;
         log_trigger(&key, &plan, problem.as_ref(), ctx.clock.now());
@@ -245,8 +245,8 @@ async fn scale(
     claim: bool,
 ) -> Result<Result<(), ApplyProblem>, Error> {
     Ok(ctx
-        .acting
-        .guard(ctx.targets.scale(target, replicas, &ctx.acting, claim))
+        .gate
+        .guard(ctx.targets.scale(target, replicas, &ctx.gate, claim))
         .await??)
 }
 
@@ -275,7 +275,7 @@ async fn write_status(
     let params = patch_params();
     let (name, patch) = (object.name_any(), Patch::Merge(&patch));
     match ctx
-        .acting
+        .gate
         .guard(api.patch_status(&name, &params, &patch))
         .await?
     {
@@ -428,7 +428,7 @@ fn ready_message(status: &TidalSchedulerStatus) -> &str {
 }
 
 fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {
-    if ctx.acting.check().is_ok() {
+    if ctx.gate.check().is_ok() {
         ctx.events.send(&object.object_ref(&()), reason, note);
     }
 }

@@ -142,11 +142,7 @@ impl Targets {
     }
 
     fn lock_kinds(&self) -> std::sync::MutexGuard<'_, KindCache> {
-        // A poisoned lock only means another reconcile panicked mid-insert; the map is
-        // still a valid cache.
-        self.kinds
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.kinds)
     }
 
     /// Checks that the target exists; in `Scale` mode, also that it can be scaled and that
@@ -157,9 +153,7 @@ impl Targets {
         scale_mode: bool,
     ) -> Result<Vec<String>, ApplyProblem> {
         let api = self.api(target);
-        let exists = (|| api.get_metadata_opt(&target.name))
-            .retry(quick_retries())
-            .when(is_transient)
+        let exists = retry_transient(|| api.get_metadata_opt(&target.name))
             .await
             .map_err(|error| failed(format!("failed to get {}: {error}", target.describe())))?;
         if exists.is_none() {
@@ -180,9 +174,7 @@ impl Targets {
         let hpas: Api<HorizontalPodAutoscaler> =
             Api::namespaced(self.client.clone(), &target.namespace);
         let params = ListParams::default();
-        let list = (|| hpas.list(&params))
-            .retry(quick_retries())
-            .when(is_transient)
+        let list = retry_transient(|| hpas.list(&params))
             .await
             .map_err(|error| failed(format!("failed to list HorizontalPodAutoscalers: {error}")))?;
         Ok(list
@@ -342,6 +334,15 @@ pub fn quick_retries() -> ExponentialBuilder {
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(3)
         .with_jitter()
+}
+
+/// Runs `call`, retrying it a few times ([`quick_retries`]) while it fails transiently.
+pub async fn retry_transient<T, F, Fut>(call: F) -> kube::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = kube::Result<T>>,
+{
+    call.retry(quick_retries()).when(is_transient).await
 }
 
 /// Whether retrying `error` may succeed: server errors, throttling, connection failures.

@@ -31,8 +31,8 @@ fn facts<'a>(status: &'a TidalSchedulerStatus, armed: Option<&str>) -> Facts<'a>
     }
 }
 
-fn written(now: &str) -> Written<'static> {
-    Written {
+fn written(now: &str) -> Outcome<'static> {
+    Outcome {
         generation: Some(1),
         history_limit: 10,
         warnings: &[],
@@ -264,7 +264,7 @@ fn a_failed_trigger_is_recorded_once_and_the_level_still_pursued() {
         reason: ConditionReason::TargetNotFound,
         message: "spec.targetRef: Deployment web not found in namespace ns".to_owned(),
     };
-    let failing = Written {
+    let failing = Outcome {
         problem: Some(&problem),
         ..written("2026-01-01T00:00:06Z")
     };
@@ -279,7 +279,7 @@ fn a_failed_trigger_is_recorded_once_and_the_level_still_pursued() {
     let retried = status_after(
         &first,
         &retry_plan,
-        Written {
+        Outcome {
             now: at("2026-01-01T00:00:08Z"),
             ..failing
         },
@@ -298,7 +298,7 @@ fn history_keeps_the_newest_entries_up_to_the_limit() {
         status = status_after(
             &status,
             &plan(&tide(), facts(&status, None), at(&now)),
-            Written {
+            Outcome {
                 history_limit: 3,
                 ..written(&now)
             },
