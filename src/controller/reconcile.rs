@@ -10,16 +10,15 @@ use jiff::Timestamp;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::error::Error;
-use super::plan::{self, ApplyProblem, Facts, Outcome, Plan};
+use super::plan::{self, ApplyProblem, Facts, Outcome, Plan, events};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
-use crate::api::{ApplyMode, ConditionReason, TidalScheduler, TidalSchedulerStatus, validate};
+use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus, validate};
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
 /// wheel cannot hold years) and bounds how stale a target check gets.
@@ -121,13 +120,8 @@ async fn reconcile_once(
             let new = plan::status_invalid(&old, &problems, generation, now);
             if new != old {
                 write_status(ctx, api, object, &old, &new).await?;
-                if ready_message(&new) != ready_message(&old) {
-                    send(
-                        ctx,
-                        object,
-                        Reason::InvalidSpec,
-                        ready_message(&new).to_owned(),
-                    );
+                if let Some((reason, note)) = events::invalid(&old, &new) {
+                    send(ctx, object, reason, note);
                 }
             }
             memory.armed = None;
@@ -163,10 +157,12 @@ async fn reconcile_once(
     if new != old {
         write_status(ctx, api, object, &old, &new).await?;
         log_trigger(&key, &plan, problem.as_ref(), ctx.clock.now());
-        send_events(ctx, object, &plan, &old, &new, problem.as_ref());
+        for (reason, note) in events::after(&plan, &old, &new, problem.as_ref()) {
+            send(ctx, object, reason, note);
+        }
     }
-    for warning in warnings.iter().filter(|w| !memory.warned.contains(w)) {
-        send(ctx, object, Reason::SpecWarning, warning.clone());
+    for (reason, note) in events::warnings(&warnings, &memory.warned) {
+        send(ctx, object, reason, note);
     }
     memory.warned = warnings;
     memory.armed = plan.next.as_ref().map(|next| next.schedule_time);
@@ -260,18 +256,8 @@ async fn write_status(
     old: &TidalSchedulerStatus,
     new: &TidalSchedulerStatus,
 ) -> Result<(), Error> {
-    let mut body = serde_json::to_value(new).map_err(Error::Serialize)?;
-    if let (Value::Object(fields), Ok(Value::Object(old_fields))) =
-        (&mut body, serde_json::to_value(old))
-    {
-        for gone in old_fields.keys() {
-            fields.entry(gone.clone()).or_insert(Value::Null);
-        }
-    }
-    let patch = json!({
-        "metadata": { "resourceVersion": object.resource_version() },
-        "status": body,
-    });
+    let patch = plan::status_patch(old, new, object.resource_version().as_deref())
+        .map_err(Error::Serialize)?;
     let params = patch_params();
     let (name, patch) = (object.name_any(), Patch::Merge(&patch));
     match ctx
@@ -345,86 +331,6 @@ fn log_trigger(key: &str, plan: &Plan, problem: Option<&ApplyProblem>, acknowled
             "trigger failed"
         ),
     }
-}
-
-fn send_events(
-    ctx: &Context,
-    object: &TidalScheduler,
-    plan: &Plan,
-    old: &TidalSchedulerStatus,
-    new: &TidalSchedulerStatus,
-    problem: Option<&ApplyProblem>,
-) {
-    if let Some(trigger) = &plan.new_trigger {
-        let t = &trigger.trigger;
-        if problem.is_none() {
-            let reason = if trigger.catch_up {
-                Reason::CaughtUp
-            } else {
-                Reason::Triggered
-            };
-            let note = format!(
-                "rule {} set {} replicas (scheduled {}, superseded {})",
-                t.rule, t.replicas, t.schedule_time, trigger.superseded
-            );
-            send(ctx, object, reason, note);
-        }
-        if let Some(note) = plan::collision_note(t) {
-            send(ctx, object, Reason::RuleConflict, note);
-        }
-    } else if (&old.desired_replicas, &old.active_rule) != (&new.desired_replicas, &new.active_rule)
-        && let (Some(replicas), Some(rule)) = (new.desired_replicas, &new.active_rule)
-    {
-        send(
-            ctx,
-            object,
-            Reason::LevelChanged,
-            format!("rule {rule} now sets {replicas} replicas"),
-        );
-    }
-    if old.next_trigger_time != new.next_trigger_time
-        && let Some(note) = plan.next.as_ref().and_then(plan::collision_note)
-    {
-        send(
-            ctx,
-            object,
-            Reason::RuleConflict,
-            format!("next trigger: {note}"),
-        );
-    }
-    match problem {
-        Some(problem) if ready_message(old) != ready_message(new) => {
-            let reason = match problem.reason {
-                ConditionReason::TargetNotFound => Reason::TargetNotFound,
-                ConditionReason::TargetNotScalable => Reason::TargetNotScalable,
-                _ => Reason::ApplyFailed,
-            };
-            send(ctx, object, reason, problem.message.clone());
-        }
-        None if old.ready().is_some_and(|c| is_failure(&c.reason)) => {
-            send(
-                ctx,
-                object,
-                Reason::Recovered,
-                ready_message(new).to_owned(),
-            );
-        }
-        _ => {}
-    }
-}
-
-fn is_failure(reason: &str) -> bool {
-    [
-        ConditionReason::TargetNotFound,
-        ConditionReason::TargetNotScalable,
-        ConditionReason::ApplyFailed,
-    ]
-    .iter()
-    .any(|r| r.as_str() == reason)
-}
-
-fn ready_message(status: &TidalSchedulerStatus) -> &str {
-    status.ready().map_or("", |c| c.message.as_str())
 }
 
 fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {

@@ -357,3 +357,24 @@ fn the_wait_rounds_up_to_the_millisecond_and_is_never_negative() {
         std::time::Duration::ZERO
     );
 }
+
+#[test]
+fn the_status_patch_carries_the_version_read_and_clears_what_is_gone() {
+    let (_, old) = created_at_06();
+    assert!(old.next_trigger_rule.is_some());
+    let mut new = old.clone();
+    new.next_trigger_rule = None;
+    new.desired_replicas = Some(7);
+    let patch = status_patch(&old, &new, Some("42")).unwrap();
+    assert_eq!(patch["metadata"]["resourceVersion"], "42");
+    assert_eq!(patch["status"]["desiredReplicas"], 7);
+    assert!(
+        patch["status"]
+            .as_object()
+            .unwrap()
+            .get("nextTriggerRule")
+            .is_some_and(serde_json::Value::is_null),
+        "a field gone from the status is cleared: {patch}"
+    );
+    assert_eq!(patch["status"]["activeRule"], "odd");
+}
