@@ -159,44 +159,72 @@ pub fn spawn<L: LeaseLock + 'static>(
 /// Campaigns until released: standby attempts every retryPeriod (with a little jitter),
 /// then renewals every retryPeriod while leading; each term is published on `terms`.
 pub async fn campaign<L: LeaseLock>(
-    mut elector: Elector<L>,
+    elector: Elector<L>,
     timing: Timing,
     terms: watch::Sender<Option<Term>>,
-    mut release: oneshot::Receiver<oneshot::Sender<()>>,
+    release: oneshot::Receiver<oneshot::Sender<()>>,
     observer: impl Observer,
 ) {
-    let lease = elector.describe();
-    let identity = elector.identity().to_owned();
-    let mut number = 0;
-    let mut last_holder = String::new();
-    let mut skewed = false;
+    let mut campaign = Campaign {
+        lease: elector.describe(),
+        elector,
+        timing,
+        terms,
+        release,
+        observer,
+        number: 0,
+        last_holder: String::new(),
+        skewed: false,
+    };
     loop {
-        // Standby.
-        let mut valid_until = loop {
+        let Some(valid_until) = campaign.stand_by().await else {
+            return;
+        };
+        if !campaign.lead(valid_until).await {
+            return;
+        }
+    }
+}
+
+/// A running campaign's state.
+struct Campaign<L, O> {
+    elector: Elector<L>,
+    timing: Timing,
+    terms: watch::Sender<Option<Term>>,
+    release: oneshot::Receiver<oneshot::Sender<()>>,
+    observer: O,
+    /// Where the Lease lives, for logs.
+    lease: String,
+    /// The number of the last term.
+    number: u64,
+    /// The holder last reported while standing by.
+    last_holder: String,
+    /// Whether the clock was last found beyond its bound.
+    skewed: bool,
+}
+
+impl<L: LeaseLock, O: Observer> Campaign<L, O> {
+    /// Attempts to take the Lease every retry period until it holds it; returns the
+    /// instant the first term is valid until, or `None` once released.
+    async fn stand_by(&mut self) -> Option<Instant> {
+        let lease = self.lease.clone();
+        loop {
             let started = Instant::now();
             let attempt = tokio::select! {
-                attempt = tokio::time::timeout(timing.renew_deadline, elector.try_acquire_or_renew()) => attempt,
-                done = &mut release => return finish(done.ok(), &mut elector, &terms).await,
-            };
-            // After the attempt's read, the clock is measured: report changes.
-            let skew = elector.clock_check().err();
-            if skew.is_some() != skewed {
-                skewed = skew.is_some();
-                match &skew {
-                    Some(skew) => {
-                        tracing::warn!(%lease, reason = %skew, "not campaigning: clock too far from the API server's")
-                    }
-                    None => tracing::info!(%lease, "clock back within bound: campaigning"),
+                attempt = tokio::time::timeout(self.timing.renew_deadline, self.elector.try_acquire_or_renew()) => attempt,
+                done = &mut self.release => {
+                    finish(done.ok(), &mut self.elector, &self.terms).await;
+                    return None;
                 }
-                observer.clock_skewed(skew);
-            }
+            };
+            self.report_clock();
             match attempt {
-                Ok(Attempt::Holding) => break started + timing.renew_deadline,
+                Ok(Attempt::Holding) => return Some(started + self.timing.renew_deadline),
                 Ok(Attempt::ClockSkewed(_)) => {}
                 Ok(Attempt::HeldBy(holder)) => {
-                    if holder != last_holder {
+                    if holder != self.last_holder {
                         tracing::info!(%lease, %holder, "standing by: the lease is held");
-                        last_holder = holder;
+                        self.last_holder = holder;
                     }
                 }
                 Ok(Attempt::Failed(error)) => {
@@ -205,56 +233,71 @@ pub async fn campaign<L: LeaseLock>(
                 Err(_) => tracing::warn!(%lease, "attempt to acquire the lease timed out"),
             }
             tokio::select! {
-                () = tokio::time::sleep(jittered(timing.retry_period)) => {}
-                done = &mut release => return finish(done.ok(), &mut elector, &terms).await,
+                () = tokio::time::sleep(jittered(self.timing.retry_period)) => {}
+                done = &mut self.release => {
+                    finish(done.ok(), &mut self.elector, &self.terms).await;
+                    return None;
+                }
             }
-        };
-        number += 1;
+        }
+    }
+
+    /// After an attempt's read has measured the clock, reports a change of its state.
+    fn report_clock(&mut self) {
+        let skew = self.elector.clock_check().err();
+        if skew.is_some() != self.skewed {
+            self.skewed = skew.is_some();
+            match &skew {
+                Some(skew) => {
+                    tracing::warn!(lease = %self.lease, reason = %skew, "not campaigning: clock too far from the API server's")
+                }
+                None => tracing::info!(lease = %self.lease, "clock back within bound: campaigning"),
+            }
+            self.observer.clock_skewed(skew);
+        }
+    }
+
+    /// Publishes a new term valid until `valid_until` and renews it every retry period
+    /// until leadership is lost (then returns `true`, back to standby) or the campaign
+    /// is released (`false`).
+    async fn lead(&mut self, mut valid_until: Instant) -> bool {
+        self.number += 1;
+        let number = self.number;
         // Unique per term: the Lease version this acquisition wrote (an etcd revision),
         // or, should a server ever send a non-numeric one, a random number.
-        let fence = elector
+        let fence = self
+            .elector
             .version()
             .unwrap_or_else(|| RandomState::new().hash_one(Instant::now()));
-        terms.send_replace(Some(Term {
-            number,
-            valid_until,
-            fence,
-        }));
-        observer.leading(true);
-        last_holder = identity.clone();
-        tracing::info!(%lease, %identity, transitions = elector.transitions(), fence, "became the leader");
-
-        // Leading.
+        let term = |valid_until| {
+            Some(Term {
+                number,
+                valid_until,
+                fence,
+            })
+        };
+        self.terms.send_replace(term(valid_until));
+        self.observer.leading(true);
+        let (lease, identity) = (self.lease.clone(), self.elector.identity().to_owned());
+        self.last_holder = identity.clone();
+        tracing::info!(%lease, %identity, transitions = self.elector.transitions(), fence, "became the leader");
         let lost = loop {
             tokio::select! {
-                () = tokio::time::sleep(timing.retry_period) => {}
-                done = &mut release => {
-                    observer.leading(false);
-                    return finish(done.ok(), &mut elector, &terms).await;
+                () = tokio::time::sleep(self.timing.retry_period) => {}
+                done = &mut self.release => {
+                    self.observer.leading(false);
+                    finish(done.ok(), &mut self.elector, &self.terms).await;
+                    return false;
                 }
             }
             let started = Instant::now();
-            match tokio::time::timeout_at(valid_until, elector.try_acquire_or_renew()).await {
+            match tokio::time::timeout_at(valid_until, self.elector.try_acquire_or_renew()).await {
                 Ok(Attempt::Holding) => {
-                    valid_until = started + timing.renew_deadline;
-                    terms.send_replace(Some(Term {
-                        number,
-                        valid_until,
-                        fence,
-                    }));
+                    valid_until = started + self.timing.renew_deadline;
+                    self.terms.send_replace(term(valid_until));
                 }
                 Ok(Attempt::HeldBy(holder)) => break format!("the lease is now held by {holder}"),
-                Ok(Attempt::ClockSkewed(skew)) => {
-                    // Give the Lease up so that a standby with a good clock takes over
-                    // at its next attempt, not a lease duration later.
-                    terms.send_replace(None);
-                    if let Err(error) = elector.release().await {
-                        tracing::warn!(%lease, %error, "releasing the lease failed");
-                    }
-                    observer.clock_skewed(Some(skew));
-                    skewed = true;
-                    break format!("stepped down and released the lease: {skew}");
-                }
+                Ok(Attempt::ClockSkewed(skew)) => break self.step_down(skew).await,
                 Ok(Attempt::Failed(error)) => {
                     tracing::warn!(%lease, %error, "renewing the lease failed; retrying");
                 }
@@ -264,9 +307,23 @@ pub async fn campaign<L: LeaseLock>(
                 break "no successful renew within the renew deadline".to_owned();
             }
         };
-        terms.send_replace(None);
-        observer.leading(false);
+        self.terms.send_replace(None);
+        self.observer.leading(false);
         tracing::warn!(%lease, reason = %lost, "lost leadership: stopped writing; standing by");
+        true
+    }
+
+    /// Ends a term because the clock went beyond its bound: gives the Lease up so that a
+    /// standby with a good clock takes over at its next attempt, not a lease duration
+    /// later. Returns why leadership ended.
+    async fn step_down(&mut self, skew: ClockSkew) -> String {
+        self.terms.send_replace(None);
+        if let Err(error) = self.elector.release().await {
+            tracing::warn!(lease = %self.lease, %error, "releasing the lease failed");
+        }
+        self.observer.clock_skewed(Some(skew));
+        self.skewed = true;
+        format!("stepped down and released the lease: {skew}")
     }
 }
 
