@@ -134,6 +134,33 @@ fn render_plan(
     until: Timestamp,
     width: usize,
 ) {
+    write_header(out, id, object, valid, from, until);
+    let tide = &valid.tide;
+    let (columns, counts) = write_changes(out, tide, from, until, width);
+    let _ = writeln!(
+        out,
+        "\n{} triggers, {} level changes, {} conflicts\n",
+        counts.triggers, counts.changes, counts.conflicts
+    );
+    let zone = tide
+        .rules()
+        .first()
+        .map_or(TimeZone::UTC, |r| r.cron.zone().time_zone().clone());
+    let zone_name = tide.rules().first().map_or("UTC", |r| r.cron.zone().name());
+    let _ = writeln!(out, "desiredReplicas ({zone_name} days)");
+    out.push_str(&chart::render(&columns, from, until, &zone));
+    out.push('\n');
+}
+
+/// The object, the window, warnings and the level at the start.
+fn write_header(
+    out: &mut String,
+    id: &str,
+    object: &TidalScheduler,
+    valid: &ValidSpec,
+    from: Timestamp,
+    until: Timestamp,
+) {
     let target = &object.spec.target_ref;
     let _ = writeln!(
         out,
@@ -152,9 +179,7 @@ fn render_plan(
     for warning in &valid.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
-    let tide = &valid.tide;
-    let mut level = tide.level_at(from);
-    match &level {
+    match valid.tide.level_at(from) {
         Some(l) => {
             let _ = writeln!(
                 out,
@@ -169,6 +194,24 @@ fn render_plan(
             );
         }
     }
+}
+
+/// What the window held.
+struct Counts {
+    triggers: usize,
+    changes: usize,
+    conflicts: usize,
+}
+
+/// Writes a row per level change (and conflict) in `[from, until)`; returns the level of
+/// each of the chart's `width` columns (the highest within it) and the counts.
+fn write_changes(
+    out: &mut String,
+    tide: &Tide,
+    from: Timestamp,
+    until: Timestamp,
+    width: usize,
+) -> (Vec<Option<i32>>, Counts) {
     let _ = writeln!(
         out,
         "\n  {:<22} {:<38} {:<20} replicas",
@@ -178,13 +221,19 @@ fn render_plan(
     let column_of = |t: Timestamp| {
         (((t.as_second() - from.as_second()) as f64 / slice) as usize).min(width - 1)
     };
+    let mut level = tide.level_at(from);
     let mut columns: Vec<Option<i32>> = vec![None; width];
     let mut filled = 0;
-    let (mut triggers, mut rows, mut conflicts, mut changes) = (0usize, 0usize, 0usize, 0usize);
+    let mut counts = Counts {
+        triggers: 0,
+        changes: 0,
+        conflicts: 0,
+    };
+    let mut rows = 0usize;
     // The window is [from, until): the level at `from` is the starting point.
     let last_instant = until - SignedDuration::from_nanos(1);
     tide.for_each_trigger(from, last_instant, |trigger| {
-        triggers += 1;
+        counts.triggers += 1;
         let column = column_of(trigger.schedule_time);
         let current = level.as_ref().map(|l| l.replicas);
         while filled <= column {
@@ -195,16 +244,16 @@ fn render_plan(
         let changed = level
             .as_ref()
             .is_none_or(|l| l.rule != trigger.rule || l.replicas != trigger.replicas);
-        conflicts += usize::from(trigger.is_conflict());
+        counts.conflicts += usize::from(trigger.is_conflict());
         if changed || trigger.is_conflict() {
-            changes += usize::from(changed);
+            counts.changes += usize::from(changed);
             if rows < MAX_ROWS {
                 write_row(out, tide, &trigger, current);
             }
             rows += 1;
         }
         level = Some(trigger);
-        triggers < MAX_TRIGGERS
+        counts.triggers < MAX_TRIGGERS
     });
     let last = level.as_ref().map(|l| l.replicas);
     columns[filled.min(width)..]
@@ -213,24 +262,13 @@ fn render_plan(
     if rows > MAX_ROWS {
         let _ = writeln!(out, "  ... {} more rows", rows - MAX_ROWS);
     }
-    if triggers >= MAX_TRIGGERS {
+    if counts.triggers >= MAX_TRIGGERS {
         let _ = writeln!(
             out,
             "  (stopped after {MAX_TRIGGERS} triggers; shorten the window)"
         );
     }
-    let _ = writeln!(
-        out,
-        "\n{triggers} triggers, {changes} level changes, {conflicts} conflicts\n"
-    );
-    let zone = tide
-        .rules()
-        .first()
-        .map_or(TimeZone::UTC, |r| r.cron.zone().time_zone().clone());
-    let zone_name = tide.rules().first().map_or("UTC", |r| r.cron.zone().name());
-    let _ = writeln!(out, "desiredReplicas ({zone_name} days)");
-    out.push_str(&chart::render(&columns, from, until, &zone));
-    out.push('\n');
+    (columns, counts)
 }
 
 fn write_row(out: &mut String, tide: &Tide, trigger: &Trigger, previous: Option<i32>) {

@@ -17,6 +17,10 @@ const UNITS: [(&str, u64); 9] = [
 const LIMIT: u64 = 1 << 63;
 
 /// Parses `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` into signed nanoseconds, or says why not.
+///
+/// Longer than most functions here on purpose: it follows Go's `time.ParseDuration`
+/// step by step (same overflow checks, same error cases), so that the two can be
+/// compared side by side; the differential test holds it to Go's results.
 pub fn parse_go_duration(text: &str) -> Result<i64, &'static str> {
     let (negative, mut rest) = match text.as_bytes().first() {
         Some(b'-') => (true, &text[1..]),
