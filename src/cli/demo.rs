@@ -22,9 +22,8 @@ use tokio::sync::watch;
 
 use super::CliError;
 use crate::api::TidalScheduler;
-use crate::controller::{self, Settings};
+use crate::controller::{self, ControllerMetrics, Settings};
 use crate::election::WriteGate;
-use crate::telemetry::metrics::Metrics;
 use crate::telemetry::server::Readiness;
 use crate::telemetry::{self, LogFormat};
 
@@ -186,7 +185,7 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         concurrency: 4,
         instance: "demo".to_owned(),
         readiness: Readiness::default(),
-        metrics: Metrics::default(),
+        metrics: ControllerMetrics::register(&mut telemetry::metrics::registry()),
     };
     let controller = tokio::spawn(controller::run(
         client.clone(),

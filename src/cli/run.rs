@@ -14,9 +14,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use super::CliError;
-use crate::clock::{ClockBound, ClockOffset, ClockSkew, OffsetProbe, SystemClock};
-use crate::controller::{self, Reason, Recorder, Reporter, Settings};
-use crate::election::{self, Elector, KubeLease, Timing, WriteGate};
+use crate::clock::{ClockBound, ClockMetrics, ClockOffset, ClockSkew, OffsetProbe, SystemClock};
+use crate::controller::{self, ControllerMetrics, Reason, Recorder, Reporter, Settings};
+use crate::election::{self, ElectionMetrics, Elector, KubeLease, Timing, WriteGate};
 use crate::schedule::parse_go_duration;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::server::{self, Readiness};
@@ -96,20 +96,24 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
     let identity = args.identity.clone().unwrap_or_else(instance_name);
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let (metrics, readiness) = (Metrics::default(), Readiness::default());
-        serve_health(args.metrics_address, &readiness, &metrics).await?;
+        let mut registry = telemetry::metrics::registry();
+        let election_metrics = ElectionMetrics::register(&mut registry);
+        let controller_metrics = ControllerMetrics::register(&mut registry);
+        let clock_metrics = ClockMetrics::register(&mut registry);
+        let readiness = Readiness::default();
+        serve_health(args.metrics_address, &readiness, Metrics::new(registry)).await?;
         let offset = ClockOffset::new(Arc::new(SystemClock));
         let client = client(&identity, &offset).await?;
-        export_clock_offset(offset.clone(), metrics.clone());
+        clock_metrics.follow(offset.clone());
         let (gate, release) = if args.leader_elect {
             let bound =
                 ClockBound::new(offset, Some(args.max_clock_offset).filter(|m| !m.is_zero()));
             let (gate, release) =
-                campaign(&args, &client, &identity, timing, bound, metrics.clone());
+                campaign(&args, &client, &identity, timing, bound, election_metrics);
             (gate, Some(release))
         } else {
             tracing::info!("leader election off: acting as the only replica");
-            election::Observer::leading(&metrics, true);
+            election::Observer::leading(&election_metrics, true);
             (WriteGate::always_open(), None)
         };
         let settings = Settings {
@@ -117,7 +121,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             concurrency: args.concurrency,
             instance: identity,
             readiness,
-            metrics,
+            metrics: controller_metrics,
         };
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(async move {
@@ -137,7 +141,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
 async fn serve_health(
     address: SocketAddr,
     readiness: &Readiness,
-    metrics: &Metrics,
+    metrics: Metrics,
 ) -> Result<(), CliError> {
     let listener = TcpListener::bind(address).await.map_err(|error| {
         CliError::Runtime(format!(
@@ -147,28 +151,14 @@ async fn serve_health(
     if let Ok(address) = listener.local_addr() {
         tracing::info!(%address, "serving /healthz, /readyz and /metrics");
     }
-    tokio::spawn(server::serve(listener, readiness.clone(), metrics.clone()));
+    tokio::spawn(server::serve(listener, readiness.clone(), metrics));
     Ok(())
-}
-
-/// Keeps the clock offset gauge current (the offset moves with a wall-clock jump before
-/// the next response shows it).
-fn export_clock_offset(offset: ClockOffset, metrics: Metrics) {
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            every.tick().await;
-            if let Some(offset) = offset.offset() {
-                metrics.clock_offset(offset.as_secs_f64());
-            }
-        }
-    });
 }
 
 /// What the campaign reports goes to the metrics, and clock skews also to an Event about
 /// the Lease.
 struct CampaignObserver {
-    metrics: Metrics,
+    metrics: ElectionMetrics,
     skews: mpsc::UnboundedSender<ClockSkew>,
 }
 
@@ -219,7 +209,7 @@ fn campaign(
     identity: &str,
     timing: Timing,
     bound: ClockBound,
-    metrics: Metrics,
+    metrics: ElectionMetrics,
 ) -> (WriteGate, election::Release) {
     let namespace = args
         .lease_namespace

@@ -20,8 +20,10 @@ impl Clock for SystemClock {
     }
 }
 
+mod metrics;
 mod offset;
 mod probe;
 
+pub use metrics::ClockMetrics;
 pub use offset::{ClockBound, ClockOffset, ClockSkew};
 pub use probe::OffsetProbe;

@@ -13,12 +13,12 @@ use tokio::time::Instant;
 use super::consistency::{CacheVersion, ConsistencyStore};
 use super::event::EventSink;
 use super::in_flight::InFlight;
+use super::metrics::ControllerMetrics;
 use super::plan::ApplyProblem;
 use super::target::Targets;
 use crate::clock::Clock;
 use crate::election::WriteGate;
 use crate::sync::lock;
-use crate::telemetry::metrics::Metrics;
 
 /// Shared by all reconciles.
 pub struct Context {
@@ -37,7 +37,7 @@ pub struct Context {
     /// Our writes not yet seen by the watch cache (read your own writes).
     pub consistency: ConsistencyStore,
     /// Metrics of the reconciles.
-    pub metrics: Metrics,
+    pub metrics: ControllerMetrics,
     /// The newest resourceVersion of each watch cache, by scope (a namespace, or `None`
     /// for all namespaces).
     caches: HashMap<Option<String>, CacheVersion>,
@@ -80,7 +80,7 @@ impl Context {
         gate: WriteGate,
         in_flight: InFlight,
         caches: HashMap<Option<String>, CacheVersion>,
-        metrics: Metrics,
+        metrics: ControllerMetrics,
     ) -> Context {
         Context {
             targets: Targets::new(client.clone()),

@@ -21,6 +21,7 @@ mod error;
 mod event;
 mod in_flight;
 mod list_watch;
+mod metrics;
 pub mod plan;
 mod reason;
 mod reconcile;
@@ -46,6 +47,7 @@ pub use error::Error;
 pub use event::EventSink;
 pub use in_flight::InFlight;
 pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
+pub use metrics::ControllerMetrics;
 pub use reason::Reason;
 pub use reconcile::{MAX_SLEEP, error_policy, key_of, reconcile};
 pub use recorder::{Recorder, Reporter};
@@ -53,7 +55,6 @@ pub use recorder::{Recorder, Reporter};
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
 use crate::election::WriteGate;
-use crate::telemetry::metrics::Metrics;
 use crate::telemetry::server::Readiness;
 
 /// How often the memory of deleted objects is dropped.
@@ -75,7 +76,7 @@ pub struct Settings {
     /// Set once every watch cache has listed, cleared at shutdown (`/readyz`).
     pub readiness: Readiness,
     /// Where stale-cache skips and cache versions are counted.
-    pub metrics: Metrics,
+    pub metrics: ControllerMetrics,
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.

@@ -15,6 +15,7 @@
 mod elector;
 mod gate;
 mod lock;
+mod metrics;
 mod record;
 
 #[cfg(test)]
@@ -31,6 +32,7 @@ use crate::clock::ClockSkew;
 pub use elector::{Attempt, Elector};
 pub use gate::{NotLeading, Term, WriteGate};
 pub use lock::{KubeLease, LeaseLock, LockError};
+pub use metrics::ElectionMetrics;
 pub use record::LeaseRecord;
 
 /// How long leadership lasts and how often it is renewed (client-go's three durations).
