@@ -38,6 +38,8 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod election;
+pub mod runtime;
 pub mod schedule;
 pub mod sync;
+pub mod task;
 pub mod telemetry;

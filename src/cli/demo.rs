@@ -13,18 +13,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Config, CustomResourceExt};
+use kube::{Client, CustomResourceExt};
 use serde_json::json;
-use tokio::sync::watch;
 
 use super::CliError;
 use crate::api::TidalScheduler;
-use crate::controller::{self, ControllerMetrics, Settings};
-use crate::election::WriteGate;
-use crate::telemetry::server::Readiness;
+use crate::runtime::{Options, Runtime};
 use crate::telemetry::{self, LogFormat};
 
 /// The namespace the demo works in.
@@ -177,22 +173,22 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
     {
         return Ok(());
     }
-    let client = client(Path::new(&kubeconfig)).await?;
-    install(&client).await?;
-    let (stop, stopped) = watch::channel(false);
-    let settings = Settings {
+    let runtime = Runtime::start(Options {
+        identity: "demo".to_owned(),
         namespaces: vec![NAMESPACE.to_owned()],
         concurrency: 4,
-        instance: "demo".to_owned(),
-        readiness: Readiness::default(),
-        metrics: ControllerMetrics::register(&mut telemetry::metrics::registry()),
-    };
-    let controller = tokio::spawn(controller::run(
-        client.clone(),
-        settings,
-        WriteGate::always_open(),
-        stopped,
-    ));
+        metrics_address: None,
+        election: None,
+        kubeconfig: Some(PathBuf::from(&kubeconfig)),
+    })
+    .await
+    .map_err(|e| failed("start the controller", e))?;
+    let client = runtime.client().clone();
+    install(&client).await?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(runtime.run(async {
+        let _ = stopped.await;
+    }));
     let header = out
         .line(format_args!(
             "controller running; triggers every 2 seconds (Ctrl-C to stop):"
@@ -207,12 +203,17 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         Ok(()) => show_triggers(&client, out).await,
         Err(Closed) => Ok(()),
     };
-    let _ = stop.send(true);
-    let _ = controller.await;
+    let _ = stop.send(());
+    let ran = controller.await;
     let tides: Api<TidalScheduler> = Api::namespaced(client.clone(), NAMESPACE);
     // Best effort: the control plane is stopped and deleted right after.
     let _ = tides.delete("web-tide", &DeleteParams::default()).await;
-    shown
+    shown?;
+    match ran {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(failed("run the controller", error)),
+        Err(error) => Err(failed("run the controller", error)),
+    }
 }
 
 /// Installs the CRD, the namespace, a Deployment and a TidalScheduler.
@@ -323,15 +324,6 @@ async fn show_triggers(client: &Client, out: &mut Output) -> Result<(), CliError
         }
     }
     Ok(())
-}
-
-async fn client(kubeconfig: &Path) -> Result<Client, CliError> {
-    let kubeconfig =
-        Kubeconfig::read_from(kubeconfig).map_err(|e| failed("read the kubeconfig", e))?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| failed("load the kubeconfig", e))?;
-    Client::try_from(config).map_err(|e| failed("build a client", e))
 }
 
 /// Like [`script`], cancellable: dropping the future (Ctrl-C, SIGTERM) kills the script;

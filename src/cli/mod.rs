@@ -121,6 +121,15 @@ impl CliError {
     }
 }
 
+impl From<crate::runtime::RuntimeError> for CliError {
+    fn from(error: crate::runtime::RuntimeError) -> CliError {
+        match error {
+            crate::runtime::RuntimeError::Identity(_) => CliError::Argument(error.to_string()),
+            other => CliError::Runtime(other.to_string()),
+        }
+    }
+}
+
 /// Parses an RFC 3339 instant given on the command line.
 fn parse_instant(flag: &str, text: &str) -> Result<Timestamp, CliError> {
     text.parse().map_err(|error| {

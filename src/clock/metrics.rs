@@ -1,11 +1,11 @@
 //! The clock's metric: its measured offset from the API server's.
 
+use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use tokio::task::JoinHandle;
 
 use super::ClockOffset;
 
@@ -31,10 +31,11 @@ impl ClockMetrics {
         metrics
     }
 
-    /// Keeps the gauge at `offset`'s estimate, refreshed every second, until aborted.
-    pub fn follow(&self, offset: ClockOffset) -> JoinHandle<()> {
+    /// Keeps the gauge at `offset`'s estimate, refreshed every second; runs until
+    /// dropped.
+    pub fn follow(&self, offset: ClockOffset) -> impl Future<Output = ()> + Send + 'static {
         let gauge = self.offset.clone();
-        tokio::spawn(async move {
+        async move {
             let mut every = tokio::time::interval(REFRESH);
             loop {
                 every.tick().await;
@@ -42,6 +43,6 @@ impl ClockMetrics {
                     gauge.set(offset.as_secs_f64());
                 }
             }
-        })
+        }
     }
 }

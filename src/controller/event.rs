@@ -9,12 +9,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use super::in_flight::InFlight;
 use super::reason::Reason;
 use super::recorder::{Recorder, Reporter};
 use crate::election::WriteGate;
+use crate::task::{self, Task};
 
 /// Events waiting to be published; beyond this they are dropped (and logged).
 const QUEUE: usize = 4096;
@@ -52,7 +52,7 @@ impl EventSink {
         reporter: Reporter,
         reconciles: InFlight,
         gate: WriteGate,
-    ) -> EventSink {
+    ) -> (EventSink, Task) {
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
         let mut recorder = Recorder::new(client, reporter);
         let publisher = async move {
@@ -78,8 +78,10 @@ impl EventSink {
                 }
             }
         };
-        tokio::spawn(publisher.instrument(tracing::info_span!("event_publisher")));
-        EventSink { queue }
+        (
+            EventSink { queue },
+            task::spawn("event publisher", publisher),
+        )
     }
 
     /// Queues an Event about `reference`.

@@ -55,6 +55,7 @@ pub use recorder::{Recorder, Reporter};
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
 use crate::election::WriteGate;
+use crate::task::{self, TaskEnded};
 use crate::telemetry::server::Readiness;
 
 /// How often the memory of deleted objects is dropped.
@@ -80,19 +81,21 @@ pub struct Settings {
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.
-/// It writes only while `gate` is open.
+/// It writes only while `gate` is open. Fails if its Event publisher ends meanwhile.
 pub async fn run(
     client: Client,
     settings: Settings,
     gate: WriteGate,
     shutdown: watch::Receiver<bool>,
-) {
+) -> Result<(), TaskEnded> {
     let reporter = Reporter {
         controller: "tidal-scheduler".to_owned(),
         instance: settings.instance.clone(),
     };
     let in_flight = InFlight::default();
-    let events = EventSink::spawn(client.clone(), reporter, in_flight.clone(), gate.clone());
+    let (events, publisher) =
+        EventSink::spawn(client.clone(), reporter, in_flight.clone(), gate.clone());
+    let mut background = [publisher];
     // One watch for all namespaces (scope None), or one per namespace.
     let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
         vec![None]
@@ -159,9 +162,14 @@ pub async fn run(
         () = forget_deleted(ctx.clone(), stores.clone()) => {}
         () = ready_once_listed(stores, readiness.clone()) => {}
         () = drained_after(shutdown, in_flight, readiness.clone()) => {}
+        ended = task::first_ended(&mut background) => {
+            readiness.set(false);
+            return Err(ended);
+        }
     }
     readiness.set(false);
     tracing::info!("controller stopped");
+    Ok(())
 }
 
 /// Drops what the controller never reads from a cached object: managedFields and

@@ -28,6 +28,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use crate::clock::ClockSkew;
+use crate::task::{self, Task};
 
 pub use elector::{Attempt, Elector};
 pub use gate::{NotLeading, Term, WriteGate};
@@ -145,17 +146,21 @@ impl Observer for () {
 }
 
 /// Starts campaigning for the Lease in the background: returns the gate that follows
-/// this process's terms, and the handle that ends the campaign.
+/// this process's terms, the handle that ends the campaign, and its task (which ends
+/// only once released).
 pub fn spawn<L: LeaseLock + 'static>(
     elector: Elector<L>,
     timing: Timing,
     observer: impl Observer,
-) -> (WriteGate, Release) {
+) -> (WriteGate, Release, Task) {
     let (terms, gate) = watch::channel(None);
     let (release, released) = oneshot::channel();
     let gate = WriteGate::leased(gate).with_clock_bound(elector.clock_bound().cloned());
-    tokio::spawn(campaign(elector, timing, terms, released, observer));
-    (gate, Release(release))
+    let campaign = task::spawn(
+        "elector",
+        campaign(elector, timing, terms, released, observer),
+    );
+    (gate, Release(release), campaign)
 }
 
 /// Campaigns until released: standby attempts every retryPeriod (with a little jitter),

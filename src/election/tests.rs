@@ -237,7 +237,7 @@ fn campaigner(store: &Arc<Mutex<Store>>, identity: &str) -> (WriteGate, Release,
         Arc::new(SystemClock),
     );
     let reports = Reports::default();
-    let (gate, release) = spawn(elector, TIMING, reports.clone());
+    let (gate, release, _campaign) = spawn(elector, TIMING, reports.clone());
     (gate, release, reports)
 }
 
@@ -465,7 +465,7 @@ async fn a_leader_whose_clock_goes_off_stops_writing_at_once_and_hands_over() {
     let offset = bound.offset().clone();
     let a = elector(&store, "a").with_clock_bound(bound);
     let reports = ClockReports::default();
-    let (a_gate, _a_release) = spawn(a, TIMING, reports.clone());
+    let (a_gate, _a_release, _a_campaign) = spawn(a, TIMING, reports.clone());
     run_for(Duration::from_millis(1)).await;
     assert!(a_gate.check().is_ok());
     let (b_gate, _b_release, _) = campaigner(&store, "b");

@@ -1,0 +1,399 @@
+//! The process around the controller, built in one place for `run` and `demo` (in the
+//! spirit of kubert's `Runtime`): the Kubernetes client (User-Agent naming the replica,
+//! the clock probe), the metrics registry, the health and metrics server, the elector
+//! and the clock-skew Events, then the controller until shutdown. It keeps the handle of
+//! every task it spawns; if one ends while the controller runs, the run fails naming it
+//! instead of going on without it.
+//!
+//! ```text
+//!  Runtime::start ── client ─┬─ server (/healthz /readyz /metrics)   ┐ background tasks:
+//!                            ├─ elector ── gate ──┐                  │ the end of any is
+//!                            ├─ clock gauge       │                  │ fatal
+//!                            └─ ClockSkew Events  │                  ┘
+//!  Runtime::run(shutdown) ────────── controller::run(gate) ── drain ── release the Lease
+//! ```
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderValue;
+use http::header::USER_AGENT;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+use crate::clock::{ClockBound, ClockMetrics, ClockOffset, ClockSkew, OffsetProbe, SystemClock};
+use crate::controller::{self, ControllerMetrics, Reason, Recorder, Reporter, Settings};
+use crate::election::{
+    self, ElectionMetrics, Elector, KubeLease, Observer, Release, Timing, WriteGate,
+};
+use crate::task::{self, Task, TaskEnded};
+use crate::telemetry::metrics::{self, Metrics};
+use crate::telemetry::server::{self, Readiness};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// This replica's name: Lease holder, `reportingInstance`, User-Agent.
+    pub identity: String,
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    /// Reconciles at once, per watched namespace (0: unbounded).
+    pub concurrency: u16,
+    /// Where to serve `/healthz`, `/readyz` and `/metrics`; none without.
+    pub metrics_address: Option<SocketAddr>,
+    /// Leader election; without it this process always acts.
+    pub election: Option<ElectionOptions>,
+    /// A kubeconfig file; the in-cluster configuration or `KUBECONFIG` otherwise.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// How to campaign for the Lease.
+#[derive(Debug, Clone)]
+pub struct ElectionOptions {
+    /// Lease timing.
+    pub timing: Timing,
+    /// The Lease's name.
+    pub lease_name: String,
+    /// Its namespace; `POD_NAMESPACE`, else the client's default namespace, otherwise.
+    pub lease_namespace: Option<String>,
+    /// The largest clock offset from the API server for this replica to lead.
+    pub max_clock_offset: Option<Duration>,
+}
+
+/// Why the process could not start or stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No usable client configuration.
+    #[error("failed to load a Kubernetes client configuration ({source_of}): {message}")]
+    Config {
+        /// Where it was looked for.
+        source_of: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The identity cannot be sent as a header.
+    #[error("--identity {0:?}: not usable in a User-Agent header")]
+    Identity(String),
+    /// The health and metrics address cannot be bound.
+    #[error("failed to listen on --metrics-address {address}: {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A background task ended while the controller ran.
+    #[error(transparent)]
+    TaskEnded(#[from] TaskEnded),
+}
+
+/// A started process, ready to run the controller.
+pub struct Runtime {
+    client: Client,
+    settings: Settings,
+    gate: WriteGate,
+    release: Option<Release>,
+    tasks: Vec<Task>,
+}
+
+impl Runtime {
+    /// Builds the client, serves the endpoints and starts campaigning.
+    pub async fn start(options: Options) -> Result<Runtime, RuntimeError> {
+        let mut registry = metrics::registry();
+        let election_metrics = ElectionMetrics::register(&mut registry);
+        let controller_metrics = ControllerMetrics::register(&mut registry);
+        let clock_metrics = ClockMetrics::register(&mut registry);
+        let readiness = Readiness::default();
+        let mut tasks = Vec::new();
+        if let Some(address) = options.metrics_address {
+            tasks.push(serve(address, &readiness, Metrics::new(registry)).await?);
+        }
+        let offset = ClockOffset::new(Arc::new(SystemClock));
+        let client = client(&options, &offset).await?;
+        tasks.push(task::spawn(
+            "clock gauge",
+            clock_metrics.follow(offset.clone()),
+        ));
+        let (gate, release) = match &options.election {
+            Some(election) => {
+                let bound = ClockBound::new(offset, election.max_clock_offset);
+                let (gate, release, campaign, reporter) = campaign(
+                    &client,
+                    &options.identity,
+                    election,
+                    bound,
+                    election_metrics,
+                );
+                tasks.extend([campaign, reporter]);
+                (gate, Some(release))
+            }
+            None => {
+                tracing::info!("leader election off: acting as the only replica");
+                election_metrics.leading(true);
+                (WriteGate::always_open(), None)
+            }
+        };
+        let settings = Settings {
+            namespaces: options.namespaces,
+            concurrency: options.concurrency,
+            instance: options.identity,
+            readiness,
+            metrics: controller_metrics,
+        };
+        Ok(Runtime {
+            client,
+            settings,
+            gate,
+            release,
+            tasks,
+        })
+    }
+
+    /// The client, for whatever else the command does.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs the controller until `shutdown` resolves, lets running reconciles finish and
+    /// releases the Lease. Fails, naming it, if a background task ends first.
+    pub async fn run(
+        mut self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), RuntimeError> {
+        let (stop, stopped) = watch::channel(false);
+        let controller = controller::run(self.client.clone(), self.settings, self.gate, stopped);
+        tokio::pin!(controller);
+        tokio::pin!(shutdown);
+        let mut stopping = false;
+        let result = loop {
+            tokio::select! {
+                ran = &mut controller => break ran.map_err(RuntimeError::from),
+                () = &mut shutdown, if !stopping => {
+                    tracing::info!("termination signal received: draining");
+                    stopping = true;
+                    let _ = stop.send(true);
+                }
+                ended = task::first_ended(&mut self.tasks) => break Err(ended.into()),
+            }
+        };
+        if let Err(error) = &result {
+            tracing::error!(%error, "stopping");
+        }
+        if let Some(release) = self.release {
+            release.release().await;
+        }
+        result
+    }
+
+    /// Adds a background task (tests use it to see that the end of one is fatal).
+    #[doc(hidden)]
+    pub fn watch_task(&mut self, task: Task) {
+        self.tasks.push(task);
+    }
+}
+
+/// Binds `address` (so a taken port fails start-up) and serves the endpoints on it.
+async fn serve(
+    address: SocketAddr,
+    readiness: &Readiness,
+    metrics: Metrics,
+) -> Result<Task, RuntimeError> {
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|source| RuntimeError::Listen { address, source })?;
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "serving /healthz, /readyz and /metrics");
+    }
+    Ok(task::spawn(
+        "health and metrics server",
+        server::serve(listener, readiness.clone(), metrics),
+    ))
+}
+
+/// A client whose User-Agent names this replica (audit logs then tell which replica
+/// wrote what) and whose responses measure the clock `offset`.
+async fn client(options: &Options, offset: &ClockOffset) -> Result<Client, RuntimeError> {
+    let failed = |source_of: &str, error: &dyn std::fmt::Display| RuntimeError::Config {
+        source_of: source_of.to_owned(),
+        message: error.to_string(),
+    };
+    let mut config = match &options.kubeconfig {
+        Some(path) => {
+            let source_of = path.display().to_string();
+            let file = Kubeconfig::read_from(path).map_err(|e| failed(&source_of, &e))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| failed(&source_of, &e))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| failed("in-cluster or KUBECONFIG", &e))?,
+    };
+    let identity = &options.identity;
+    let agent = format!("tidal-scheduler/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let agent =
+        HeaderValue::from_str(&agent).map_err(|_| RuntimeError::Identity(identity.clone()))?;
+    config.headers.push((USER_AGENT, agent));
+    let builder = ClientBuilder::try_from(config).map_err(|e| failed("the configuration", &e))?;
+    Ok(builder
+        .with_layer(&OffsetProbe::new(offset.clone()))
+        .build())
+}
+
+/// Starts campaigning for the Lease as `identity` within the clock `bound`; returns the
+/// gate, the release handle, and the elector's and the skew reporter's tasks.
+fn campaign(
+    client: &Client,
+    identity: &str,
+    options: &ElectionOptions,
+    bound: ClockBound,
+    metrics: ElectionMetrics,
+) -> (WriteGate, Release, Task, Task) {
+    let namespace = options
+        .lease_namespace
+        .clone()
+        .or_else(|| {
+            std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|n| !n.is_empty())
+        })
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let timing = options.timing;
+    let lock = KubeLease::new(client.clone(), &namespace, &options.lease_name);
+    let elector = Elector::new(lock, identity, timing.lease_duration, Arc::new(SystemClock))
+        .with_clock_bound(bound);
+    tracing::info!(lease = %elector.describe(), identity, ?timing, max_clock_offset = ?options.max_clock_offset, "campaigning for leadership");
+    let lease = ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".to_owned()),
+        kind: Some("Lease".to_owned()),
+        namespace: Some(namespace),
+        name: Some(options.lease_name.clone()),
+        ..ObjectReference::default()
+    };
+    let (skews, reporter) = report_clock_skews(client.clone(), identity, lease);
+    let (gate, release, campaign) =
+        election::spawn(elector, timing, CampaignObserver { metrics, skews });
+    (gate, release, campaign, reporter)
+}
+
+/// What the campaign reports goes to the metrics, and clock skews also to an Event about
+/// the Lease.
+struct CampaignObserver {
+    metrics: ElectionMetrics,
+    skews: mpsc::UnboundedSender<ClockSkew>,
+}
+
+impl Observer for CampaignObserver {
+    fn leading(&self, leading: bool) {
+        self.metrics.leading(leading);
+    }
+
+    fn clock_skewed(&self, skew: Option<ClockSkew>) {
+        self.metrics.clock_skewed(skew);
+        if let Some(skew) = skew {
+            let _ = self.skews.send(skew);
+        }
+    }
+}
+
+/// Publishes a `ClockSkew` Warning about `lease` for each skew reported on the returned
+/// channel, from the returned task.
+fn report_clock_skews(
+    client: Client,
+    identity: &str,
+    lease: ObjectReference,
+) -> (mpsc::UnboundedSender<ClockSkew>, Task) {
+    let (skews, mut reported) = mpsc::unbounded_channel::<ClockSkew>();
+    let reporter = Reporter {
+        controller: "tidal-scheduler".to_owned(),
+        instance: identity.to_owned(),
+    };
+    let identity = identity.to_owned();
+    let task = task::spawn("clock skew events", async move {
+        let mut recorder = Recorder::new(client, reporter);
+        while let Some(skew) = reported.recv().await {
+            let note = format!(
+                "{identity}: {skew}; it does not lead until its clock is back within the bound"
+            );
+            if let Err(error) = recorder.publish(&lease, Reason::ClockSkew, note).await {
+                tracing::warn!(%error, "failed to publish the ClockSkew event");
+            }
+        }
+    });
+    (skews, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Options for a process whose API server is unreachable (nothing listens on port 1);
+    /// `test` names its kubeconfig file.
+    fn unreachable_cluster(test: &str) -> Options {
+        let dir = std::env::temp_dir().join(format!("tidal-runtime-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join(format!("{test}.kubeconfig"));
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+             users: [{name: u, user: {token: t}}]\n\
+             contexts: [{name: c, context: {cluster: c, user: u, namespace: default}}]\n",
+        )
+        .unwrap();
+        Options {
+            identity: "test".to_owned(),
+            namespaces: vec!["default".to_owned()],
+            concurrency: 1,
+            metrics_address: Some("127.0.0.1:0".parse().unwrap()),
+            election: None,
+            kubeconfig: Some(kubeconfig),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_end_of_a_background_task_ends_the_run_naming_it() {
+        let mut runtime = Runtime::start(unreachable_cluster("task")).await.unwrap();
+        runtime.watch_task(task::spawn("event forwarder", async {}));
+        let ran =
+            tokio::time::timeout(Duration::from_secs(30), runtime.run(std::future::pending()))
+                .await
+                .expect("the run ends");
+        let error = ran.unwrap_err();
+        assert!(
+            matches!(&error, RuntimeError::TaskEnded(ended) if ended.name == "event forwarder"),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "the event forwarder task ended unexpectedly"
+        );
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_the_run_cleanly_even_without_an_api_server() {
+        let runtime = Runtime::start(unreachable_cluster("shutdown"))
+            .await
+            .unwrap();
+        let ran = tokio::time::timeout(Duration::from_secs(30), runtime.run(async {})).await;
+        assert!(matches!(ran, Ok(Ok(()))), "{ran:?}");
+    }
+
+    #[tokio::test]
+    async fn a_taken_metrics_address_fails_the_start() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let options = Options {
+            metrics_address: Some(taken.local_addr().unwrap()),
+            ..unreachable_cluster("taken")
+        };
+        let error = Runtime::start(options).await.err().expect("a start error");
+        assert!(matches!(error, RuntimeError::Listen { .. }), "{error:?}");
+    }
+}
