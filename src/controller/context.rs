@@ -10,9 +10,10 @@ use jiff::Timestamp;
 use kube::Client;
 use tokio::time::Instant;
 
-use super::consistency::{CacheVersion, ConsistencyStore};
+use super::consistency::Consistency;
 use super::event::EventSink;
 use super::in_flight::InFlight;
+use super::key::{ObjectKey, ObjectName};
 use super::metrics::ControllerMetrics;
 use super::plan::ApplyProblem;
 use super::target::Targets;
@@ -34,20 +35,14 @@ pub struct Context {
     pub gate: WriteGate,
     /// Reconciles in progress.
     pub in_flight: InFlight,
-    /// Our writes not yet seen by the watch cache (read your own writes).
-    pub consistency: ConsistencyStore,
+    /// Our writes and what the watch caches have seen (read your own writes).
+    pub consistency: Consistency,
     /// Metrics of the reconciles.
     pub metrics: ControllerMetrics,
-    /// The newest resourceVersion of each watch cache, by scope (a namespace, or `None`
-    /// for all namespaces).
-    caches: HashMap<Option<String>, CacheVersion>,
-    memory: Mutex<HashMap<String, Memory>>,
-    /// Per `namespace/name`: the UID and resourceVersion of this process's last status
-    /// write, until its watch event (the echo) comes back.
-    own_writes: Mutex<HashMap<String, (String, String)>>,
+    memory: Mutex<HashMap<ObjectName, Memory>>,
 }
 
-/// What this process remembers about one object (by `namespace/name`), within one
+/// What this process remembers about one object (by namespace and name), within one
 /// leadership term: reset when the UID or the term changes, since another leader may have
 /// acted in between.
 #[derive(Debug, Clone, Default)]
@@ -79,7 +74,7 @@ impl Context {
         events: EventSink,
         gate: WriteGate,
         in_flight: InFlight,
-        caches: HashMap<Option<String>, CacheVersion>,
+        consistency: Consistency,
         metrics: ControllerMetrics,
     ) -> Context {
         Context {
@@ -89,30 +84,20 @@ impl Context {
             events,
             gate,
             in_flight,
-            consistency: ConsistencyStore::default(),
+            consistency,
             metrics,
-            caches,
             memory: Mutex::new(HashMap::new()),
-            own_writes: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// The newest resourceVersion the watch cache holding `namespace` has seen.
-    pub fn cache_version(&self, namespace: &str) -> Option<String> {
-        self.caches
-            .get(&Some(namespace.to_owned()))
-            .or_else(|| self.caches.get(&None))
-            .and_then(CacheVersion::newest)
     }
 
     /// What is remembered about `key` in this term, or a fresh memory when its UID or
     /// the term differs.
-    pub fn recall(&self, key: &str, uid: &str) -> Memory {
+    pub fn recall(&self, key: &ObjectKey) -> Memory {
         let term = self.gate.term();
-        match self.lock().get(key) {
-            Some(memory) if memory.uid == uid && memory.term == term => memory.clone(),
+        match self.lock().get(&key.name) {
+            Some(memory) if memory.uid == key.uid && memory.term == term => memory.clone(),
             _ => Memory {
-                uid: uid.to_owned(),
+                uid: key.uid.clone(),
                 term,
                 ..Memory::default()
             },
@@ -120,33 +105,14 @@ impl Context {
     }
 
     /// Stores what a reconcile learned about `key`.
-    pub fn remember(&self, key: String, memory: Memory) {
-        self.lock().insert(key, memory);
+    pub fn remember(&self, key: &ObjectKey, memory: Memory) {
+        self.lock().insert(key.name.clone(), memory);
     }
 
-    /// Drops the memory of objects that no longer exist.
-    pub fn forget_all_but(&self, existing: &HashSet<String>) {
-        self.lock().retain(|key, _| existing.contains(key));
-        lock(&self.own_writes).retain(|key, _| existing.contains(key));
-    }
-
-    /// Records that this process wrote `resource_version` of `key` (UID `uid`).
-    pub fn wrote(&self, key: String, uid: String, resource_version: String) {
-        lock(&self.own_writes).insert(key, (uid, resource_version));
-    }
-
-    /// Whether a watch event is the echo of this process's last write: the object is then
-    /// exactly what the reconcile that wrote it computed, and needs no new reconcile.
-    /// Each write is matched once.
-    pub fn is_echo(&self, key: &str, uid: &str, resource_version: &str) -> bool {
-        let mut own_writes = lock(&self.own_writes);
-        let echo = own_writes
-            .get(key)
-            .is_some_and(|(u, rv)| u == uid && rv == resource_version);
-        if echo {
-            own_writes.remove(key);
-        }
-        echo
+    /// Drops what is remembered of objects that no longer exist.
+    pub fn forget_all_but(&self, existing: &HashSet<ObjectName>) {
+        self.lock().retain(|name, _| existing.contains(name));
+        self.consistency.forget_all_but(existing);
     }
 
     /// Objects remembered.
@@ -154,7 +120,7 @@ impl Context {
         self.lock().len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Memory>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectName, Memory>> {
         lock(&self.memory)
     }
 }

@@ -20,6 +20,7 @@ mod context;
 mod error;
 mod event;
 mod in_flight;
+mod key;
 mod list_watch;
 mod metrics;
 pub mod plan;
@@ -28,28 +29,30 @@ mod reconcile;
 mod recorder;
 mod target;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
-pub use consistency::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
+pub use consistency::{
+    CacheVersion, Consistency, ConsistencyStore, Freshness, TIDAL_SCHEDULERS,
+    compare_resource_versions,
+};
 pub use context::Context;
 pub use error::Error;
 pub use event::EventSink;
 pub use in_flight::InFlight;
+pub use key::{ObjectKey, ObjectName};
 pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
 pub use metrics::ControllerMetrics;
 pub use reason::Reason;
-pub use reconcile::{MAX_SLEEP, error_policy, key_of, reconcile};
+pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 pub use recorder::{Recorder, Reporter};
 
 use crate::api::TidalScheduler;
@@ -102,17 +105,14 @@ pub async fn run(
     } else {
         settings.namespaces.iter().cloned().map(Some).collect()
     };
-    let caches: HashMap<Option<String>, CacheVersion> = scopes
-        .iter()
-        .map(|scope| (scope.clone(), CacheVersion::default()))
-        .collect();
+    let consistency = Consistency::new(&scopes, &settings.metrics);
     let ctx = Arc::new(Context::new(
         client.clone(),
         Arc::new(SystemClock),
         events,
         gate.clone(),
         in_flight.clone(),
-        caches.clone(),
+        consistency,
         settings.metrics.clone(),
     ));
     let config = Config::default()
@@ -125,23 +125,20 @@ pub async fn run(
             Some(namespace) => Api::namespaced(client.clone(), namespace),
         };
         let (reader, writer) = reflector::store();
-        let echoes = ctx.clone();
-        let observer = ctx.clone();
-        let cache = caches[&scope].clone();
-        let gauge = settings
-            .metrics
-            .store_resource_version(scope.as_deref().unwrap_or("all"));
-        let saw = saw_version(cache, gauge);
-        let objects = list_watch(api, WATCH_TIMEOUT, saw.clone())
+        let (echoes, observer) = (ctx.clone(), ctx.clone());
+        let progress = ctx.consistency.progress(&scope);
+        let objects = list_watch(api, WATCH_TIMEOUT, progress)
             .default_backoff()
             .modify(slim)
             .reflect(writer)
+            // Counted once the event is in the cache: a reconcile on another thread must
+            // not see a version counted before its object is there.
             .map_ok(move |event| {
-                observe(&observer, &saw, &event);
+                observer.consistency.observe(&scope, &event);
                 event
             })
             .applied_objects()
-            .try_filter(move |object| std::future::ready(!is_echo(&echoes, object)));
+            .try_filter(move |object| std::future::ready(!echoes.consistency.is_echo(object)));
         let controller = Controller::for_stream(objects, reader)
             .with_config(config.clone())
             .reconcile_all_on(gate.openings())
@@ -182,55 +179,15 @@ fn slim(object: &mut TidalScheduler) {
         .remove("kubectl.kubernetes.io/last-applied-configuration");
 }
 
-/// Notes what a watch event tells the consistency check, once the event is in the
-/// cache: the newest resourceVersion this cache has seen (through `saw`), and deletions
-/// (which end an owner's record).
-fn observe(ctx: &Context, saw: &impl Fn(&str), event: &watcher::Event<TidalScheduler>) {
-    let object = match event {
-        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => object,
-        watcher::Event::Delete(object) => {
-            if let Some(uid) = object.uid() {
-                ctx.consistency.forget(&key_of(object), &uid);
-            }
-            object
-        }
-        watcher::Event::Init | watcher::Event::InitDone => return,
-    };
-    if let Some(version) = &object.metadata.resource_version {
-        saw(version);
-    }
-}
-
-/// Records a version one watch vouches for — an object's, a list's, a bookmark's — in its
-/// cache's version and gauge.
-fn saw_version(
-    cache: CacheVersion,
-    gauge: Gauge<i64, AtomicI64>,
-) -> impl Fn(&str) + Clone + Send + Sync + 'static {
-    move |version| {
-        cache.saw(version);
-        gauge.set(i64::try_from(cache.value()).unwrap_or(i64::MAX));
-    }
-}
-
-/// Whether `object` (from the watch) is the echo of our own last status write: the cache
-/// takes it, but it triggers no reconcile (the one that wrote it already requeued).
-fn is_echo(ctx: &Context, object: &TidalScheduler) -> bool {
-    match (object.uid(), object.resource_version()) {
-        (Some(uid), Some(version)) => ctx.is_echo(&key_of(object), &uid, &version),
-        _ => false,
-    }
-}
-
 /// Drops, now and then, the memory of objects gone from every watch cache.
 async fn forget_deleted(ctx: Arc<Context>, stores: Vec<Store<TidalScheduler>>) {
     let mut tick = tokio::time::interval(FORGET_EVERY);
     loop {
         tick.tick().await;
-        let existing: HashSet<String> = stores
+        let existing: HashSet<ObjectName> = stores
             .iter()
             .flat_map(|store| store.state())
-            .map(|object| key_of(&object))
+            .map(|object| ObjectName::of(&object))
             .collect();
         ctx.forget_all_but(&existing);
         tracing::debug!(remembered = ctx.remembered(), "forgot deleted objects");

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::error::Error;
+use super::key::{ObjectKey, ObjectName};
 use super::plan::{self, ApplyProblem, Facts, Outcome, Plan, events};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
@@ -30,9 +31,6 @@ const TARGET_RECHECK: Duration = MAX_SLEEP;
 /// Attempts when the object changed between read and write (409).
 const CONFLICT_ATTEMPTS: usize = 3;
 
-/// The group-resource of status writes, for the consistency check.
-pub const TIDAL_SCHEDULERS: &str = "tidalschedulers.scheduling.tidal.io";
-
 /// How soon a reconcile skipped on a stale cache runs again: fixed, not exponential
 /// (Kubernetes' backoff path has been seen to stall for minutes).
 pub const STALE_RETRY: Duration = Duration::from_millis(100);
@@ -44,13 +42,8 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
         return Ok(not_acting(&ctx));
     }
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
-    let (key, uid) = (key_of(&object), object.uid().unwrap_or_default());
-    let cache = |resource: &str| {
-        (resource == TIDAL_SCHEDULERS)
-            .then(|| ctx.cache_version(&namespace))
-            .flatten()
-    };
-    if let Freshness::Stale { written, seen, .. } = ctx.consistency.check(&key, &uid, cache) {
+    let key = ObjectKey::of(&object);
+    if let Freshness::Stale { written, seen, .. } = ctx.consistency.check(&key) {
         ctx.metrics.stale_sync_skip();
         tracing::debug!(tidal = %key, %written, %seen, "cache behind our own write: reconcile skipped");
         return Ok(Action::requeue(STALE_RETRY));
@@ -62,7 +55,7 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
             Err(Error::Conflict) => match api.get_opt(&object.name_any()).await {
                 Ok(Some(fresh)) => object = Arc::new(fresh),
                 Ok(None) => {
-                    ctx.consistency.forget(&key, &uid);
+                    ctx.consistency.forget(&key);
                     return Ok(Action::await_change());
                 }
                 Err(source) => return Err(Error::Read { source }),
@@ -91,15 +84,15 @@ const CLOCK_RETRY: Duration = Duration::from_secs(1);
 /// What the controller does after a failed reconcile: retry soon, then back off.
 pub fn error_policy(object: Arc<TidalScheduler>, error: &Error, ctx: Arc<Context>) -> Action {
     if matches!(error, Error::NotActing) {
-        tracing::debug!(tidal = %key_of(&object), "leadership lost during the reconcile");
+        tracing::debug!(tidal = %ObjectName::of(&object), "leadership lost during the reconcile");
         return not_acting(&ctx);
     }
-    let key = key_of(&object);
-    let mut memory = ctx.recall(&key, &object.uid().unwrap_or_default());
+    let key = ObjectKey::of(&object);
+    let mut memory = ctx.recall(&key);
     memory.failures = memory.failures.saturating_add(1);
     let delay = retry_delay(memory.failures);
     tracing::warn!(tidal = %key, %error, retry_ms = delay.as_millis() as u64, "reconcile failed");
-    ctx.remember(key, memory);
+    ctx.remember(&key, memory);
     Action::requeue(delay)
 }
 
@@ -108,8 +101,8 @@ async fn reconcile_once(
     api: &Api<TidalScheduler>,
     ctx: &Context,
 ) -> Result<Action, Error> {
-    let key = key_of(object);
-    let mut memory = ctx.recall(&key, &object.uid().unwrap_or_default());
+    let key = ObjectKey::of(object);
+    let mut memory = ctx.recall(&key);
     let now = ctx.clock.now();
     let old = object.status.clone().unwrap_or_default();
     let generation = object.metadata.generation;
@@ -126,7 +119,7 @@ async fn reconcile_once(
             }
             memory.armed = None;
             memory.failures = 0;
-            ctx.remember(key, memory);
+            ctx.remember(&key, memory);
             return Ok(Action::await_change());
         }
     };
@@ -172,7 +165,7 @@ async fn reconcile_once(
         0
     };
     let action = requeue(&plan, &memory, ctx.clock.now());
-    ctx.remember(key, memory);
+    ctx.remember(&key, memory);
     Ok(action)
 }
 
@@ -266,12 +259,7 @@ async fn write_status(
         .await?
     {
         Ok(written) => {
-            if let (Some(uid), Some(version)) = (written.uid(), written.resource_version()) {
-                let key = key_of(&written);
-                ctx.consistency
-                    .wrote(&key, &uid, TIDAL_SCHEDULERS, &version);
-                ctx.wrote(key, uid, version);
-            }
+            ctx.consistency.wrote(&written);
             Ok(())
         }
         Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::Conflict),
@@ -303,7 +291,12 @@ fn retry_delay(failures: u32) -> Duration {
         .unwrap_or(Duration::from_secs(60))
 }
 
-fn log_trigger(key: &str, plan: &Plan, problem: Option<&ApplyProblem>, acknowledged: Timestamp) {
+fn log_trigger(
+    key: &ObjectKey,
+    plan: &Plan,
+    problem: Option<&ApplyProblem>,
+    acknowledged: Timestamp,
+) {
     let Some(new) = &plan.new_trigger else {
         return;
     };
@@ -312,7 +305,7 @@ fn log_trigger(key: &str, plan: &Plan, problem: Option<&ApplyProblem>, acknowled
     let schedule_time = new.trigger.schedule_time.to_string();
     match problem {
         None => tracing::info!(
-            tidal = key,
+            tidal = %key,
             rule = new.trigger.rule,
             replicas = new.trigger.replicas,
             %schedule_time,
@@ -322,7 +315,7 @@ fn log_trigger(key: &str, plan: &Plan, problem: Option<&ApplyProblem>, acknowled
             "trigger applied"
         ),
         Some(problem) => tracing::warn!(
-            tidal = key,
+            tidal = %key,
             rule = new.trigger.rule,
             replicas = new.trigger.replicas,
             %schedule_time,
@@ -337,15 +330,6 @@ fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {
     if ctx.gate.check().is_ok() {
         ctx.events.send(&object.object_ref(&()), reason, note);
     }
-}
-
-/// `namespace/name`.
-pub fn key_of(object: &TidalScheduler) -> String {
-    format!(
-        "{}/{}",
-        object.namespace().unwrap_or_default(),
-        object.name_any()
-    )
 }
 
 #[cfg(test)]

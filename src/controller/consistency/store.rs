@@ -1,14 +1,13 @@
-//! Read your own writes (DESIGN §7), in the spirit of Kubernetes' ConsistencyStore
-//! (`pkg/controller/util/consistency`): after each successful write, remember per owner
-//! (`namespace/name` + UID) the highest resourceVersion written per group-resource; before
-//! reconciling the owner, compare it with the newest resourceVersion the watch cache has
-//! seen. A cache that has not caught up with our own write would show an outdated object,
-//! so that reconcile is skipped and retried shortly.
+//! The store of Kubernetes' ConsistencyStore (`pkg/controller/util/consistency`): per
+//! owner (namespace/name + UID), the highest resourceVersion written per group-resource,
+//! compared with what the watch caches have seen; and resourceVersion comparison.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
+
+use crate::controller::key::{ObjectKey, ObjectName};
 
 /// Compares two resourceVersions the way Kubernetes does
 /// (`apimachinery/pkg/util/resourceversion`): well-formed ones are positive decimal
@@ -39,30 +38,31 @@ pub enum Freshness {
     },
 }
 
-#[derive(Debug, Default)]
 /// What one owner (by UID) has written.
+#[derive(Debug, Default)]
 struct OwnerWrites {
     uid: String,
     /// Highest resourceVersion written, per group-resource.
     by_resource: HashMap<String, String>,
 }
 
-/// The writes not yet confirmed by a check, per owner `namespace/name`.
+/// The writes not yet confirmed by a check, per owner.
 #[derive(Debug, Default)]
 pub struct ConsistencyStore {
-    owners: Mutex<HashMap<String, OwnerWrites>>,
+    owners: Mutex<HashMap<ObjectName, OwnerWrites>>,
 }
 
 impl ConsistencyStore {
-    /// Records that we wrote `resource_version` of `resource` on behalf of `owner`
-    /// (UID `uid`). A new UID under the same name starts a fresh record; a malformed
-    /// version is not recorded (it could never be compared).
-    pub fn wrote(&self, owner: &str, uid: &str, resource: &str, resource_version: &str) {
+    /// Records that we wrote `resource_version` of `resource` on behalf of `owner`. A new
+    /// UID under the same name starts a fresh record; a malformed version is not
+    /// recorded (it could never be compared).
+    pub fn wrote(&self, owner: &ObjectKey, resource: &str, resource_version: &str) {
+        let uid = owner.uid.as_str();
         if compare_resource_versions(resource_version, resource_version).is_none() {
             return;
         }
         let mut owners = self.lock();
-        let written = owners.entry(owner.to_owned()).or_default();
+        let written = owners.entry(owner.name.clone()).or_default();
         if written.uid != uid {
             *written = OwnerWrites {
                 uid: uid.to_owned(),
@@ -79,20 +79,15 @@ impl ConsistencyStore {
     }
 
     /// Whether the caches (`seen`: the newest resourceVersion of a group-resource's cache,
-    /// if there is one) have caught up with our writes for `owner` (UID `uid`). Anything
-    /// that cannot be compared passes (fail open). A fresh owner's record is cleared; a
-    /// record of another UID is dropped.
-    pub fn check(
-        &self,
-        owner: &str,
-        uid: &str,
-        seen: impl Fn(&str) -> Option<String>,
-    ) -> Freshness {
+    /// if there is one) have caught up with our writes for `owner`. Anything that cannot
+    /// be compared passes (fail open). A fresh owner's record is cleared; a record of
+    /// another UID is dropped.
+    pub fn check(&self, owner: &ObjectKey, seen: impl Fn(&str) -> Option<String>) -> Freshness {
         let mut owners = self.lock();
-        let Some(written) = owners.get(owner) else {
+        let Some(written) = owners.get(&owner.name) else {
             return Freshness::Fresh;
         };
-        if written.uid == uid {
+        if written.uid == owner.uid {
             for (resource, version) in &written.by_resource {
                 let Some(cache) = seen(resource) else {
                     continue;
@@ -106,15 +101,15 @@ impl ConsistencyStore {
                 }
             }
         }
-        owners.remove(owner);
+        owners.remove(&owner.name);
         Freshness::Fresh
     }
 
-    /// Forgets `owner` if its record is of `uid` (it was deleted, or is not found).
-    pub fn forget(&self, owner: &str, uid: &str) {
+    /// Forgets `owner` if its record is of its UID (it was deleted, or is not found).
+    pub fn forget(&self, owner: &ObjectKey) {
         let mut owners = self.lock();
-        if owners.get(owner).is_some_and(|w| w.uid == uid) {
-            owners.remove(owner);
+        if owners.get(&owner.name).is_some_and(|w| w.uid == owner.uid) {
+            owners.remove(&owner.name);
         }
     }
 
@@ -124,7 +119,7 @@ impl ConsistencyStore {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, OwnerWrites>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectName, OwnerWrites>> {
         crate::sync::lock(&self.owners)
     }
 }
@@ -164,6 +159,16 @@ mod tests {
 
     const TIDES: &str = "tidalschedulers.scheduling.tidal.io";
 
+    fn key(name: &str, uid: &str) -> ObjectKey {
+        ObjectKey {
+            name: ObjectName {
+                namespace: "ns".to_owned(),
+                name: name.to_owned(),
+            },
+            uid: uid.to_owned(),
+        }
+    }
+
     fn seen(version: &'static str) -> impl Fn(&str) -> Option<String> {
         move |_| Some(version.to_owned())
     }
@@ -193,9 +198,9 @@ mod tests {
     #[test]
     fn a_cache_behind_our_write_is_stale_and_one_that_caught_up_is_fresh() {
         let store = ConsistencyStore::default();
-        store.wrote("ns/a", "u1", TIDES, "100");
+        store.wrote(&key("a", "u1"), TIDES, "100");
         assert_eq!(
-            store.check("ns/a", "u1", seen("99")),
+            store.check(&key("a", "u1"), seen("99")),
             Freshness::Stale {
                 resource: TIDES.to_owned(),
                 written: "100".to_owned(),
@@ -203,27 +208,27 @@ mod tests {
             }
         );
         assert_eq!(store.pending(), 1, "a stale check keeps the record");
-        assert_eq!(store.check("ns/a", "u1", seen("100")), Freshness::Fresh);
+        assert_eq!(store.check(&key("a", "u1"), seen("100")), Freshness::Fresh);
     }
 
     #[test]
     fn a_successful_check_clears_the_record() {
         let store = ConsistencyStore::default();
-        store.wrote("ns/a", "u1", TIDES, "100");
-        assert_eq!(store.check("ns/a", "u1", seen("150")), Freshness::Fresh);
+        store.wrote(&key("a", "u1"), TIDES, "100");
+        assert_eq!(store.check(&key("a", "u1"), seen("150")), Freshness::Fresh);
         assert_eq!(store.pending(), 0);
-        assert_eq!(store.check("ns/a", "u1", seen("1")), Freshness::Fresh);
+        assert_eq!(store.check(&key("a", "u1"), seen("1")), Freshness::Fresh);
     }
 
     #[test]
     fn the_highest_write_per_resource_is_kept() {
         let store = ConsistencyStore::default();
-        store.wrote("ns/a", "u1", TIDES, "100");
-        store.wrote("ns/a", "u1", TIDES, "90");
-        store.wrote("ns/a", "u1", "deployments.apps", "95");
+        store.wrote(&key("a", "u1"), TIDES, "100");
+        store.wrote(&key("a", "u1"), TIDES, "90");
+        store.wrote(&key("a", "u1"), "deployments.apps", "95");
         let cache = |resource: &str| Some(if resource == TIDES { "99" } else { "200" }.to_owned());
         assert!(matches!(
-            store.check("ns/a", "u1", cache),
+            store.check(&key("a", "u1"), cache),
             Freshness::Stale { resource, .. } if resource == TIDES
         ));
     }
@@ -231,14 +236,17 @@ mod tests {
     #[test]
     fn anything_not_comparable_fails_open() {
         let store = ConsistencyStore::default();
-        store.wrote("ns/a", "u1", TIDES, "");
-        store.wrote("ns/a", "u1", TIDES, "07");
+        store.wrote(&key("a", "u1"), TIDES, "");
+        store.wrote(&key("a", "u1"), TIDES, "07");
         assert_eq!(store.pending(), 0, "malformed writes are not recorded");
-        store.wrote("ns/a", "u1", TIDES, "100");
-        assert_eq!(store.check("ns/a", "u1", seen("garbage")), Freshness::Fresh);
-        store.wrote("ns/b", "u2", TIDES, "100");
+        store.wrote(&key("a", "u1"), TIDES, "100");
         assert_eq!(
-            store.check("ns/b", "u2", |_| None),
+            store.check(&key("a", "u1"), seen("garbage")),
+            Freshness::Fresh
+        );
+        store.wrote(&key("b", "u2"), TIDES, "100");
+        assert_eq!(
+            store.check(&key("b", "u2"), |_| None),
             Freshness::Fresh,
             "no cache"
         );
@@ -247,13 +255,13 @@ mod tests {
     #[test]
     fn a_new_uid_under_the_same_name_starts_fresh() {
         let store = ConsistencyStore::default();
-        store.wrote("ns/a", "old", TIDES, "100");
-        assert_eq!(store.check("ns/a", "new", seen("50")), Freshness::Fresh);
+        store.wrote(&key("a", "old"), TIDES, "100");
+        assert_eq!(store.check(&key("a", "new"), seen("50")), Freshness::Fresh);
         assert_eq!(store.pending(), 0, "the old UID's record is dropped");
-        store.wrote("ns/a", "old", TIDES, "100");
-        store.wrote("ns/a", "new", TIDES, "60");
+        store.wrote(&key("a", "old"), TIDES, "100");
+        store.wrote(&key("a", "new"), TIDES, "60");
         assert!(matches!(
-            store.check("ns/a", "new", seen("55")),
+            store.check(&key("a", "new"), seen("55")),
             Freshness::Stale { written, .. } if written == "60"
         ));
     }
@@ -261,10 +269,10 @@ mod tests {
     #[test]
     fn deletion_clears_only_a_matching_uid() {
         let store = ConsistencyStore::default();
-        store.wrote("ns/a", "u1", TIDES, "100");
-        store.forget("ns/a", "other");
+        store.wrote(&key("a", "u1"), TIDES, "100");
+        store.forget(&key("a", "other"));
         assert_eq!(store.pending(), 1);
-        store.forget("ns/a", "u1");
+        store.forget(&key("a", "u1"));
         assert_eq!(store.pending(), 0);
     }
 
