@@ -31,8 +31,8 @@ use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tidal_scheduler::api::{TidalScheduler, TidalSchedulerStatus, validate};
-use tidal_scheduler::controller::plan::{self, Facts, Outcome};
+use tidal_scheduler::api::{TidalScheduler, TidalSchedulerStatus};
+use tidal_scheduler::controller::plan::{self, Outcome};
 
 use common::cluster::{TestEnv, control_plane};
 use common::fixtures::deployment;
@@ -344,22 +344,15 @@ async fn patch_status(
     Ok(())
 }
 
-/// The status the controller would write for `object` at `at`, after `old`.
+/// The status the controller would write for `object` at `at`, after `old`: the same
+/// planning the reconcile does (`plan::plan_object`), then the status after it.
 fn next_status(
     object: &TidalScheduler,
     old: &TidalSchedulerStatus,
     at: Timestamp,
     armed: Option<Timestamp>,
 ) -> TidalSchedulerStatus {
-    let valid = validate(object, at).expect("valid object");
-    let created = object.creation_timestamp().map_or(at, |t| t.0);
-    let facts = Facts {
-        status: old,
-        created,
-        suspended: false,
-        armed,
-    };
-    let plan = plan::plan(&valid.tide, facts, at);
+    let (_, plan) = plan::plan_object(object, old, armed, at).expect("valid object");
     let outcome = Outcome {
         generation: object.metadata.generation,
         history_limit: object.spec.history_limit,

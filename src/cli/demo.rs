@@ -4,7 +4,6 @@
 //! seconds, and prints each trigger live until Ctrl-C; then cleans everything up.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use clap::Args;
@@ -18,7 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
-use super::CliError;
+use super::{CliError, scripts};
 use crate::api::TidalScheduler;
 use crate::runtime::{Options, Runtime};
 use crate::telemetry::{self, LogFormat};
@@ -38,7 +37,7 @@ pub struct DemoArgs {
     pub dir: Option<PathBuf>,
 
     /// Directory of the control-plane scripts (`provision.sh`, `up.sh`, `down.sh`).
-    #[arg(long, env = "TIDAL_CONTROL_PLANE_SCRIPTS", default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control-plane"))]
+    #[arg(long, env = "TIDAL_CONTROL_PLANE_SCRIPTS", default_value = scripts::SCRIPTS)]
     pub scripts: PathBuf,
 }
 
@@ -326,64 +325,21 @@ async fn show_triggers(client: &Client, out: &mut Output) -> Result<(), CliError
     Ok(())
 }
 
-/// Like [`script`], cancellable: dropping the future (Ctrl-C, SIGTERM) kills the script;
-/// whatever it started is stopped by the cleanup's `down.sh`.
+/// Runs a control-plane script, cancellable (see [`scripts::run_async`]).
 async fn script_async(
-    scripts: &Path,
+    dir: &Path,
     name: &str,
     args: &[&str],
     bin: Option<&Path>,
 ) -> Result<String, CliError> {
-    let path = scripts.join(name);
-    let mut command = tokio::process::Command::new("bash");
-    command
-        .arg(&path)
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    if let Some(bin) = bin {
-        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
-    }
-    let output = command
-        .output()
+    scripts::run_async(dir, name, args, bin)
         .await
-        .map_err(|e| failed("run a control-plane script", e))?;
-    last_line(&path, output)
+        .map_err(|e| failed("run a control-plane script", e))
 }
 
-/// Runs a control-plane script, its progress on our stderr; returns its last stdout line.
-fn script(
-    scripts: &Path,
-    name: &str,
-    args: &[&str],
-    bin: Option<&Path>,
-) -> Result<String, CliError> {
-    let path = scripts.join(name);
-    let mut command = Command::new("bash");
-    command.arg(&path).args(args).stderr(Stdio::inherit());
-    if let Some(bin) = bin {
-        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
-    }
-    let output = command
-        .output()
-        .map_err(|e| failed("run a control-plane script", e))?;
-    last_line(&path, output)
-}
-
-/// The last stdout line of a script that succeeded.
-fn last_line(path: &Path, output: std::process::Output) -> Result<String, CliError> {
-    if !output.status.success() {
-        return Err(CliError::Demo {
-            step: "run a control-plane script",
-            message: format!("{} exited with {}", path.display(), output.status),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_owned())
+/// Runs a control-plane script.
+fn script(dir: &Path, name: &str, args: &[&str], bin: Option<&Path>) -> Result<String, CliError> {
+    scripts::run(dir, name, args, bin).map_err(|e| failed("run a control-plane script", e))
 }
 
 fn path_arg(path: &Path) -> Result<&str, CliError> {

@@ -5,6 +5,7 @@ mod demo;
 mod next;
 mod plan;
 mod run;
+pub mod scripts;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -8,9 +8,11 @@
 use jiff::{SignedDuration, Timestamp, Unit};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 
+use kube::ResourceExt;
+
 use crate::api::{
-    ConditionReason, HistoryEntry, READY, RuleStatus, SpecProblem, TidalSchedulerStatus,
-    TriggerResult,
+    ConditionReason, HistoryEntry, READY, RuleStatus, SpecProblem, TidalScheduler,
+    TidalSchedulerStatus, TriggerResult, ValidSpec, validate,
 };
 use crate::schedule::{LOOKBACK, Tide, Trigger};
 
@@ -311,6 +313,26 @@ pub fn until(instant: Timestamp, now: Timestamp) -> std::time::Duration {
     }
     let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
     std::time::Duration::from_millis(nanos.div_ceil(1_000_000))
+}
+
+/// What a reconcile at `now` plans for `object`, whose status is `status` and whose
+/// timer was armed at `armed`: its validated spec and the plan, or the spec's problems.
+/// The reconcile and the trigger-latency bench both start here, so they cannot drift.
+pub fn plan_object(
+    object: &TidalScheduler,
+    status: &TidalSchedulerStatus,
+    armed: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<(ValidSpec, Plan), Vec<SpecProblem>> {
+    let valid = validate(object, now)?;
+    let facts = Facts {
+        status,
+        created: object.creation_timestamp().map_or(now, |t| t.0),
+        suspended: object.spec.suspend,
+        armed,
+    };
+    let plan = plan(&valid.tide, facts, now);
+    Ok((valid, plan))
 }
 
 /// The merge patch that moves the status from `old` to `new`, conditional on

@@ -16,10 +16,10 @@ use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::error::Error;
 use super::key::{ObjectKey, ObjectName};
-use super::plan::{self, ApplyProblem, Facts, Outcome, Plan, events};
+use super::plan::{self, ApplyProblem, Outcome, Plan, events};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
-use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus, validate};
+use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus};
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
 /// wheel cannot hold years) and bounds how stale a target check gets.
@@ -107,8 +107,8 @@ async fn reconcile_once(
     let old = object.status.clone().unwrap_or_default();
     let generation = object.metadata.generation;
 
-    let valid = match validate(object, now) {
-        Ok(valid) => valid,
+    let (valid, plan) = match plan::plan_object(object, &old, memory.armed, now) {
+        Ok(planned) => planned,
         Err(problems) => {
             let new = plan::status_invalid(&old, &problems, generation, now);
             if new != old {
@@ -123,15 +123,6 @@ async fn reconcile_once(
             return Ok(Action::await_change());
         }
     };
-
-    let created = object.creation_timestamp().map_or(now, |t| t.0);
-    let facts = Facts {
-        status: &old,
-        created,
-        suspended: object.spec.suspend,
-        armed: memory.armed,
-    };
-    let plan = plan::plan(&valid.tide, facts, now);
     let (problem, mut warnings) = if plan.suspended {
         (None, Vec::new())
     } else {
@@ -335,6 +326,7 @@ fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::plan::Facts;
     use crate::schedule::{Cron, Rule, Tide};
 
     fn at(text: &str) -> Timestamp {

@@ -199,29 +199,16 @@ impl ControlPlane {
     }
 }
 
-/// Runs a script of `tests/control-plane/`, its progress on our stderr, and returns
-/// the last line of its stdout.
+/// Runs a script of `tests/control-plane/` with the product's own runner (the demo's),
+/// its progress on our stderr; returns the last line of its stdout.
 pub fn run_script(script: &str, args: &[&str], bin: Option<&Path>) -> Result<String, String> {
-    let path = Path::new(REPO).join("tests/control-plane").join(script);
-    let mut command = Command::new("bash");
-    command.arg(&path).args(args).stderr(Stdio::inherit());
-    if let Some(bin) = bin {
-        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
+    let dir = Path::new(REPO).join("tests/control-plane");
+    let line = tidal_scheduler::cli::scripts::run(&dir, script, args, bin)
+        .map_err(|e| format!("{e}; see its output above"))?;
+    if line.is_empty() {
+        return Err(format!("{script} printed nothing"));
     }
-    let output = command
-        .output()
-        .map_err(|e| format!("run {}: {e}", path.display()))?;
-    if !output.status.success() {
-        return Err(format!(
-            "{script} failed ({}); see its output above",
-            output.status
-        ));
-    }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .last()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{script} printed nothing"))
+    Ok(line)
 }
 
 /// The documents of a YAML manifest file.

@@ -1,0 +1,95 @@
+//! Runs the local control plane's scripts (`tests/control-plane/`: `provision.sh`,
+//! `up.sh`, `down.sh`): for `demo`, and for the test harness, which calls these same
+//! functions.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+/// A script that could not be run or that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// It could not be started.
+    #[error("failed to run {path}: {source}")]
+    Spawn {
+        /// The script.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It exited unsuccessfully (its own messages went to stderr).
+    #[error("{path} exited with {status}")]
+    Failed {
+        /// The script.
+        path: PathBuf,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+    },
+}
+
+/// The directory of the scripts in this source tree.
+pub const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control-plane");
+
+/// Runs `dir/name` with `args` (with `TIDAL_CONTROL_PLANE_BIN=bin` if given), its
+/// progress on our stderr; returns the last line of its stdout.
+pub fn run(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    bin: Option<&Path>,
+) -> Result<String, ScriptError> {
+    let path = dir.join(name);
+    let mut command = std::process::Command::new("bash");
+    command.arg(&path).args(args).stderr(Stdio::inherit());
+    if let Some(bin) = bin {
+        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
+    }
+    let output = command.output().map_err(|source| ScriptError::Spawn {
+        path: path.clone(),
+        source,
+    })?;
+    last_line(path, output)
+}
+
+/// Like [`run`], cancellable: dropping the future (Ctrl-C, SIGTERM) kills the script;
+/// whatever it started is stopped by `down.sh`.
+pub async fn run_async(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    bin: Option<&Path>,
+) -> Result<String, ScriptError> {
+    let path = dir.join(name);
+    let mut command = tokio::process::Command::new("bash");
+    command
+        .arg(&path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(bin) = bin {
+        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
+    }
+    let output = command
+        .output()
+        .await
+        .map_err(|source| ScriptError::Spawn {
+            path: path.clone(),
+            source,
+        })?;
+    last_line(path, output)
+}
+
+/// The last stdout line of a script that succeeded.
+fn last_line(path: PathBuf, output: Output) -> Result<String, ScriptError> {
+    if !output.status.success() {
+        return Err(ScriptError::Failed {
+            path,
+            status: output.status,
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned())
+}
