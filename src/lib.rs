@@ -11,9 +11,10 @@
 //!                                                         │
 //!                        cli: `next`, `plan` ◄────────────┤
 //!                                                         │
-//!   watch (cache) ──► controller::reconcile ──► plan at now ──► status patch (guarded
-//!                      (one timer per object)                   by resourceVersion),
-//!                                                               /scale or HPA floor,
+//!   watch (cache) ──► controller::reconcile ──► plan at now ──► fenced writes: status
+//!                      (one timer per object)                   (resourceVersion), /scale
+//!                                                               or HPA floor (term's field
+//!                                                               manager + precondition),
 //!                                                               Events
 //! ```
 //!
@@ -24,13 +25,17 @@
 //! - [`controller`]: `tidal-scheduler run` — keeps status (and in Scale mode the target)
 //!   at the tide level now, requeueing for the next fire instant.
 //! - [`election`]: Lease leader election (client-go semantics) and the write gate that
-//!   lets only the leader act.
-//! - [`clock`]: the one place that reads the wall clock.
-//! - [`telemetry`]: log output.
+//!   lets only the leader act (terms, fencing tokens, the clock bound).
+//! - [`clock`]: the one place that reads the wall clock, and its offset from the API
+//!   server's.
+//! - [`runtime`]: the process around the controller for `run` and `demo`; [`task`]: its
+//!   background tasks, whose end is fatal; [`sync`]: the lock fallback they share.
+//! - [`telemetry`]: log output, the `/metrics` encoder, the health server.
 //! - [`cli`]: the subcommands of the `tidal-scheduler` binary.
 //!
 //! Each module has its own error type ([`schedule::CronError`], [`api::SpecProblem`],
-//! [`controller::Error`], [`cli::CliError`]); messages name the field and the problem.
+//! [`controller::Error`], [`runtime::RuntimeError`], [`cli::CliError`]); messages name
+//! the field or the action and the problem.
 #![forbid(unsafe_code)]
 
 pub mod api;
