@@ -118,6 +118,17 @@ async fn target_and_status(env: &TestEnv) -> (Option<i32>, Option<i32>) {
     )
 }
 
+/// [`target_and_status`], read before the instant `next` (after it, a new trigger could
+/// hide what a late write did).
+async fn target_and_status_before(env: &TestEnv, next: Timestamp) -> (Option<i32>, Option<i32>) {
+    let read = target_and_status(env).await;
+    assert!(
+        Timestamp::now() < next,
+        "checked too late to tell: the next instant {next} has come"
+    );
+    read
+}
+
 /// Checks the audit log: once any other replica wrote after `since` (its first write is
 /// taking the Lease), the API server accepted no write of `old` — Lease, status, target.
 /// Returns the old leader's writes after that point.
@@ -183,12 +194,8 @@ async fn partition_across_a_rising_instant(freeze: bool) {
     }
     wait_step_down(replica(&mut fleet.replicas, &old)).await;
 
-    let (target, level) = target_and_status(&env).await;
-    let next = rise + SignedDuration::from_secs(10);
-    assert!(
-        Timestamp::now() < next,
-        "checked too late to tell: the next instant {next} has come"
-    );
+    let (target, level) =
+        target_and_status_before(&env, rise + SignedDuration::from_secs(10)).await;
     assert_eq!(level, Some(3), "the level after {rise} + 5 s");
     assert_eq!(
         target, level,
@@ -237,12 +244,8 @@ async fn a_scale_write_held_between_its_read_and_its_send_is_rejected_when_it_ar
     proxy.wait_delivered(Duration::from_secs(20)).await;
     wait_step_down(replica(&mut fleet.replicas, &old)).await;
 
-    let (target, level) = target_and_status(&env).await;
-    let next = rise + SignedDuration::from_secs(10);
-    assert!(
-        Timestamp::now() < next,
-        "checked too late to tell: the next instant {next} has come"
-    );
+    let (target, level) =
+        target_and_status_before(&env, rise + SignedDuration::from_secs(10)).await;
     assert_eq!((target, level), (Some(3), Some(3)), "after the heal");
     let late = assert_no_old_write_accepted(&env, &old, armed);
     assert!(

@@ -233,8 +233,9 @@ async fn until_open(mode: &mut watch::Receiver<Mode>) {
     }
 }
 
-/// A TLS acceptor with the API server's certificate and key.
-fn acceptor(pki: &Path) -> TlsAcceptor {
+/// A TLS acceptor with the API server's certificate and key (from the control plane's
+/// `pki/`), for proxies in front of it.
+pub fn acceptor(pki: &Path) -> TlsAcceptor {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(pki.join("server.crt"))
         .expect("server.crt")
         .collect::<Result<_, _>>()

@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,10 +15,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use kube::Client;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -27,20 +23,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// certificate (from the control plane's `pki/`), forwarding through `client`. Returns
 /// its address.
 pub async fn start(pki: &Path, client: Client, watch_delay: Duration) -> SocketAddr {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(pki.join("server.crt"))
-        .expect("server.crt")
-        .collect::<Result<_, _>>()
-        .expect("certificates");
-    let key = PrivateKeyDer::from_pem_file(pki.join("server.key")).expect("server.key");
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("TLS versions")
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .expect("TLS config");
-    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let acceptor = super::holding_proxy::acceptor(pki);
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
     let address = listener.local_addr().expect("proxy address");
     tokio::spawn(async move {
