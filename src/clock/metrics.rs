@@ -7,7 +7,7 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::ClockOffset;
+use super::offset::ClockOffset;
 
 /// How often the offset gauge is refreshed: the offset moves with a wall-clock jump
 /// before the next response shows it.

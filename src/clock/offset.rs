@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::Clock;
+use super::wall::Clock;
 
 /// Responses taken into account at most.
 const WINDOW: usize = 32;
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn an_unmeasured_offset_passes() {
-        let offset = ClockOffset::new(Arc::new(super::super::SystemClock));
+        let offset = ClockOffset::new(Arc::new(super::super::wall::SystemClock));
         assert_eq!(offset.offset(), None);
         assert_eq!(
             ClockBound::new(offset, Some(Duration::from_secs(2))).check(),

@@ -12,7 +12,7 @@ use http::{Request, Response};
 use jiff::Timestamp;
 use tower::{Layer, Service};
 
-use super::ClockOffset;
+use super::offset::ClockOffset;
 
 /// The layer; see the module documentation.
 #[derive(Debug, Clone)]

@@ -23,6 +23,7 @@ mod in_flight;
 mod key;
 mod list_watch;
 mod metrics;
+pub mod notice;
 pub mod plan;
 mod reason;
 mod reconcile;

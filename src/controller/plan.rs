@@ -359,7 +359,5 @@ pub fn status_patch(
     }))
 }
 
-pub mod events;
-
 #[cfg(test)]
 mod tests;

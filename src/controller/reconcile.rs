@@ -16,7 +16,8 @@ use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::error::Error;
 use super::key::{ObjectKey, ObjectName};
-use super::plan::{self, ApplyProblem, Outcome, Plan, events};
+use super::notice;
+use super::plan::{self, ApplyProblem, Outcome, Plan};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
 use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus};
@@ -113,7 +114,7 @@ async fn reconcile_once(
             let new = plan::status_invalid(&old, &problems, generation, now);
             if new != old {
                 write_status(ctx, api, object, &old, &new).await?;
-                if let Some((reason, note)) = events::invalid(&old, &new) {
+                if let Some((reason, note)) = notice::invalid(&old, &new) {
                     send(ctx, object, reason, note);
                 }
             }
@@ -141,11 +142,11 @@ async fn reconcile_once(
     if new != old {
         write_status(ctx, api, object, &old, &new).await?;
         log_trigger(&key, &plan, problem.as_ref(), ctx.clock.now());
-        for (reason, note) in events::after(&plan, &old, &new, problem.as_ref()) {
+        for (reason, note) in notice::after(&plan, &old, &new, problem.as_ref()) {
             send(ctx, object, reason, note);
         }
     }
-    for (reason, note) in events::warnings(&warnings, &memory.warned) {
+    for (reason, note) in notice::warnings(&warnings, &memory.warned) {
         send(ctx, object, reason, note);
     }
     memory.warned = warnings;

@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::Observer;
+use super::observer::Observer;
 use crate::clock::ClockSkew;
 
 /// The election's metrics; cheap to clone; report to them as the campaign's [`Observer`].

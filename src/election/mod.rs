@@ -16,6 +16,7 @@ mod elector;
 mod gate;
 mod lock;
 mod metrics;
+mod observer;
 mod record;
 
 #[cfg(test)]
@@ -34,6 +35,7 @@ pub use elector::{Attempt, Elector};
 pub use gate::{NotLeading, Term, WriteGate};
 pub use lock::{KubeLease, LeaseLock, LockError};
 pub use metrics::ElectionMetrics;
+pub use observer::Observer;
 pub use record::LeaseRecord;
 
 /// How long leadership lasts and how often it is renewed (client-go's three durations).
@@ -129,20 +131,6 @@ impl Release {
             let _ = released.await;
         }
     }
-}
-
-/// What a campaign reports as it goes (metrics, logs and Events hook in here).
-pub trait Observer: Send + Sync + 'static {
-    /// This process became the leader or stopped being it.
-    fn leading(&self, leading: bool);
-
-    /// This process's clock went beyond its bound (it does not campaign, and stepped
-    /// down if it led), or (`None`) came back within it.
-    fn clock_skewed(&self, _skew: Option<ClockSkew>) {}
-}
-
-impl Observer for () {
-    fn leading(&self, _: bool) {}
 }
 
 /// Starts campaigning for the Lease in the background: returns the gate that follows
