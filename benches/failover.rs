@@ -12,8 +12,7 @@
 //! duration, renew deadline and retry period (default client-go's 15s,10s,2s);
 //! `TIDAL_BENCH_KILLS=N` the number of kills and of terminations (default 20).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use tidal_harness as common;
 
 use std::time::{Duration, Instant};
 

@@ -20,8 +20,7 @@
 //! controller made before fencing — or, with `TIDAL_BENCH_BASELINE_FENCED=1`, the same
 //! fenced read-then-apply as the controller.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use tidal_harness as common;
 
 use std::collections::HashSet;
 use std::time::Duration;

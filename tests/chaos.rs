@@ -3,7 +3,7 @@
 //! fire instant is applied or superseded exactly once, none twice, only the Lease holder
 //! ever writes, and the level converges.
 
-mod common;
+use tidal_harness as common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //! Needs Debian's libfaketime: `tests/control-plane/packages.sh` installs it (`.ci/run`
 //! runs it, and so does this test if the library is missing).
 
-mod common;
+use tidal_harness as common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The test infrastructure itself: provisioning, the control plane's start-up, child
 //! processes with their own logs, and no orphans however a test process dies.
 
-mod common;
+use tidal_harness as common;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! specs, missing targets, restart catch-up, suspension, deletion, and 200 objects
 //! firing in the same second. Each test runs its own controller on its own namespace.
 
-mod common;
+use tidal_harness as common;
 
 use std::time::Duration;
 

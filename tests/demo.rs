@@ -2,13 +2,13 @@
 //! shows on-time triggers with the Deployment following them, and on Ctrl-C stops every
 //! process it started and removes its directory.
 
-mod common;
+use tidal_harness as common;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::process::{BINARY, Process};
+use common::process::{Process, binary};
 use common::reaper::Reaper;
 
 /// Trigger lines of the demo's table: `scheduled rule replicas deployment lateness note`.
@@ -34,7 +34,7 @@ fn demo_shows_live_triggers_and_cleans_up_on_ctrl_c() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("demo-{}", std::process::id()));
     Reaper::get().watch_control_plane(&dir);
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("logs/demo.log");
-    let mut command = Command::new(BINARY);
+    let mut command = Command::new(binary());
     command.arg("demo").arg("--dir").arg(&dir);
     let mut demo = Process::spawn("demo", command, log);
 
@@ -96,7 +96,7 @@ fn demo_ends_quietly_and_cleans_up_when_its_output_is_closed() {
     Reaper::get().watch_control_plane(&dir);
     let errors = Path::new(env!("CARGO_TARGET_TMPDIR")).join("logs/demo-head.stderr");
     std::fs::create_dir_all(errors.parent().unwrap()).expect("log directory");
-    let mut demo = Command::new(BINARY)
+    let mut demo = Command::new(binary())
         .arg("demo")
         .arg("--dir")
         .arg(&dir)
@@ -168,7 +168,7 @@ fn fake_scripts(name: &str, up: &str) -> (std::path::PathBuf, std::path::PathBuf
 /// Runs `demo` with fake scripts in directory `dir`.
 fn fake_demo(name: &str, scripts: &Path, dir: &Path) -> Process {
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("logs/{name}.log"));
-    let mut command = Command::new(BINARY);
+    let mut command = Command::new(binary());
     command
         .args(["demo", "--scripts"])
         .arg(scripts)

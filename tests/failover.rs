@@ -3,7 +3,7 @@
 //! caught up once by its successor, a terminated leader hands over within a retry
 //! period, and a frozen leader writes nothing after it thaws.
 
-mod common;
+use tidal_harness as common;
 
 use std::time::{Duration, Instant};
 

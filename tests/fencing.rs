@@ -5,7 +5,7 @@
 //! the API server through its own [`HoldingProxy`]; who wrote what, and with which
 //! outcome, comes from the API server's audit log.
 
-mod common;
+use tidal_harness as common;
 
 use std::collections::HashMap;
 use std::time::Duration;

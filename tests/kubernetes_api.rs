@@ -2,7 +2,7 @@
 //! admission rules, the `/scale` subresource, HPA patches, Lease optimistic
 //! concurrency, and the RBAC of `deploy/rbac.yaml`.
 
-mod common;
+use tidal_harness as common;
 
 use std::path::Path;
 

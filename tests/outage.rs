@@ -3,7 +3,7 @@
 //! a running controller, each outage spanning several fire instants. It recovers without
 //! a restart and accounts for every instant exactly once.
 
-mod common;
+use tidal_harness as common;
 
 use jiff::Timestamp;
 use tidal_scheduler::api::TidalScheduler;

@@ -8,7 +8,7 @@
 //! And the cache's version also moves with the server's bookmarks, which vouch for changes
 //! the watch does not deliver.
 
-mod common;
+use tidal_harness as common;
 
 use std::cmp::Ordering;
 use std::time::Duration;

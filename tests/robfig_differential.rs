@@ -4,7 +4,7 @@
 //! differs (the first differing instant within 2 h of a UTC-offset change) or where robfig
 //! accepts an expression that can never fire (we reject it).
 
-mod common;
+use tidal_harness as common;
 
 use std::collections::BTreeMap;
 

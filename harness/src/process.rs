@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 
 use super::reaper::Reaper;
 
-/// The product binary, built by Cargo for integration tests.
-pub const BINARY: &str = env!("CARGO_BIN_EXE_tidal-scheduler");
+/// The product binary, which Cargo builds next to the integration tests and benches
+/// (`target/PROFILE/tidal-scheduler`).
+pub fn binary() -> PathBuf {
+    crate::profile_dir().join("tidal-scheduler")
+}
 
 /// A running child process whose stdout and stderr go to a log file. Dropping it
 /// kills it (SIGKILL) and reaps it.

@@ -17,8 +17,8 @@ pub enum Answer {
 
 /// Builds the reference program once per test binary; fails loudly if Go is missing.
 pub fn reference_binary() -> PathBuf {
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/robfig-reference");
-    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("robfig-reference");
+    let source = PathBuf::from(crate::REPO).join("tests/robfig-reference");
+    let binary = crate::target_tmpdir().join("robfig-reference");
     let status = Command::new("go")
         .args(["build", "-o"])
         .arg(&binary)

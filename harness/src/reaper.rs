@@ -33,7 +33,10 @@ done
 "#;
 
 /// Where `down.sh` is.
-pub const DOWN_SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control-plane/down.sh");
+pub const DOWN_SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/control-plane/down.sh"
+);
 
 /// The test process's end of the pipe to its reaper.
 pub struct Reaper {
@@ -48,8 +51,8 @@ impl Reaper {
     }
 
     fn spawn() -> Reaper {
-        let log_dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(log_dir).expect("create CARGO_TARGET_TMPDIR");
+        let log_dir = crate::target_tmpdir();
+        std::fs::create_dir_all(&log_dir).expect("create target/tmp");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

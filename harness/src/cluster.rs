@@ -24,11 +24,11 @@ use kube::core::GroupVersionKind;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config, ResourceExt};
 
-use super::process::{BINARY, Process};
+use super::process::{Process, binary};
 use super::reaper::Reaper;
 
 /// The repository root.
-pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+pub use crate::REPO;
 
 /// The field manager of everything the harness applies.
 const FIELD_MANAGER: &str = "tidal-tests";
@@ -53,8 +53,8 @@ pub fn control_plane() -> &'static ControlPlane {
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("tests");
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("control-plane-{binary}-{}", std::process::id()));
+        let dir =
+            crate::target_tmpdir().join(format!("control-plane-{binary}-{}", std::process::id()));
         ControlPlane::start(&dir)
     });
     match shared {
@@ -337,7 +337,7 @@ impl TestEnv {
         vars: &[(&str, &str)],
     ) -> Process {
         let log = self.log_dir().join(format!("{name}.log"));
-        let mut command = Command::new(BINARY);
+        let mut command = Command::new(binary());
         command.args(args).env("KUBECONFIG", kubeconfig);
         command.envs(vars.iter().copied());
         Process::spawn(name, command, log)
@@ -364,9 +364,7 @@ impl TestEnv {
 
     /// Where the test's child processes log.
     pub fn log_dir(&self) -> PathBuf {
-        Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("logs")
-            .join(&self.namespace)
+        crate::target_tmpdir().join("logs").join(&self.namespace)
     }
 }
 

@@ -1,0 +1,47 @@
+//! The harness of tidal-scheduler's integration tests and benchmarks, one crate for
+//! both: a real control plane (etcd + kube-apiserver from `tests/control-plane/`),
+//! child processes that never outlive the test, proxies that lag or hold traffic, the
+//! audit log, fixtures and the robfig/cron reference.
+
+use std::path::PathBuf;
+
+pub mod audit;
+pub mod cluster;
+pub mod corpus;
+pub mod fixtures;
+pub mod holding_proxy;
+pub mod lagging_proxy;
+pub mod measure;
+pub mod process;
+pub mod reaper;
+pub mod replicas;
+pub mod robfig;
+pub mod tide;
+
+/// The repository root.
+pub const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+/// The running test's or bench's executable: `target/PROFILE/deps/NAME-HASH`.
+fn current_exe() -> PathBuf {
+    std::env::current_exe().expect("the path of the running test")
+}
+
+/// `target/PROFILE`, where Cargo put the running test and the product binary.
+fn profile_dir() -> PathBuf {
+    let exe = current_exe();
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{} is not under target/PROFILE/deps", exe.display()))
+}
+
+/// A scratch directory under `target/` for control planes, logs and built helpers
+/// (Cargo's `CARGO_TARGET_TMPDIR` for integration tests: `target/tmp`).
+pub fn target_tmpdir() -> PathBuf {
+    let tmp = profile_dir()
+        .parent()
+        .map(|target| target.join("tmp"))
+        .expect("target/ has a parent");
+    std::fs::create_dir_all(&tmp).expect("create target/tmp");
+    tmp
+}
