@@ -17,7 +17,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
-use super::{CliError, scripts};
+use super::error::CliError;
+use super::{process, scripts};
 use crate::api::TidalScheduler;
 use crate::runtime::{Options, Runtime};
 use crate::telemetry::{self, LogFormat};
@@ -49,7 +50,7 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
     telemetry::init_logs(LogFormat::Text, "warn")
         .map_err(|e| CliError::Runtime(format!("failed to set up logging: {e}")))?;
     // The runtime comes first so that SIGTERM and SIGINT are caught from the start.
-    let runtime = super::runtime()?;
+    let runtime = process::runtime()?;
     let dir = match args.dir {
         Some(dir) => dir,
         None => std::env::temp_dir().join(format!("tidal-demo-{}", std::process::id())),
@@ -60,7 +61,7 @@ pub fn run(args: DemoArgs) -> Result<(), CliError> {
     let shown = runtime.block_on(async {
         tokio::select! {
             shown = start_and_show(&args.scripts, &dir, &mut out) => shown,
-            () = super::termination() => Ok(()),
+            () = process::termination() => Ok(()),
         }
     });
     // Stop the controller and anything else still running before the control plane.

@@ -6,7 +6,8 @@ use std::fmt::Write;
 use clap::Args;
 use jiff::Timestamp;
 
-use super::{CliError, parse_instant, print_stdout};
+use super::error::CliError;
+use super::process::{parse_instant, print_stdout};
 use crate::schedule::Cron;
 
 /// Arguments of `next`.

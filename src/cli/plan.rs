@@ -7,7 +7,9 @@ use std::fmt::Write;
 use clap::Args;
 use jiff::{SignedDuration, Timestamp, tz::TimeZone};
 
-use super::{CliError, chart, parse_instant, print_stdout};
+use super::chart;
+use super::error::CliError;
+use super::process::{parse_instant, print_stdout};
 use crate::api::{TidalScheduler, ValidSpec, validate};
 use crate::schedule::{Tide, Trigger};
 

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args};
 
-use super::CliError;
+use super::error::CliError;
+use super::process;
 use crate::election::Timing;
 use crate::runtime::{ElectionOptions, Options, Runtime};
 use crate::schedule::parse_go_duration;
@@ -95,10 +96,10 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         }),
         kubeconfig: None,
     };
-    super::runtime()?.block_on(async {
+    process::runtime()?.block_on(async {
         let runtime = Runtime::start(options).await.map_err(CliError::from)?;
         runtime
-            .run(super::termination())
+            .run(process::termination())
             .await
             .map_err(CliError::from)
     })

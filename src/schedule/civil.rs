@@ -2,7 +2,7 @@
 //! time that a set of cron fields matches. No time zone here: `zone.rs` maps civil times to
 //! instants.
 
-use super::field::FieldBits;
+use super::bits::FieldBits;
 
 /// Seconds in a day.
 pub const DAY: i64 = 86_400;

@@ -1,10 +1,11 @@
 //! Parsing a whole cron expression: the optional `CRON_TZ=`/`TZ=` prefix, descriptors
 //! (`@daily`, `@every 90s`, …) and the six fields, with robfig/cron v3's grammar.
 
-use super::CronError;
+use super::bits::FieldBits;
 use super::civil::Pattern;
 use super::duration::parse_go_duration;
-use super::field::{Field, FieldBits};
+use super::error::CronError;
+use super::field::Field;
 use super::zone::Zone;
 
 /// A parsed, validated cron expression bound to a time zone.

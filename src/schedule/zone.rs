@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use jiff::Timestamp;
 use jiff::tz::{TimeZone, TimeZoneDatabase};
 
-use super::CronError;
+use super::error::CronError;
 
 /// A named IANA time zone.
 #[derive(Debug, Clone)]
