@@ -69,20 +69,6 @@ fn fake_time_file(env: &TestEnv, name: &str, spec: &str) -> std::path::PathBuf {
     path
 }
 
-/// Waits until `process` has logged `message`.
-async fn wait_logged(process: &Process, message: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !process.log().contains(message) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} did not log {message:?}:\n{}",
-            process.name(),
-            process.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The value of an unlabelled metric on the replica's `/metrics`.
 fn metric(process: &Process, name: &str) -> f64 {
     let (_, text) = http_get(process, "/metrics");

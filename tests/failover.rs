@@ -242,16 +242,7 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
 
     replica(&mut replicas, &leader).signal("CONT");
     let thawed = Timestamp::now();
-    let old = replica(&mut replicas, &leader);
-    let deadline = Instant::now() + PATIENCE;
-    while !old.log().contains("lost leadership") {
-        assert!(
-            Instant::now() < deadline,
-            "no step-down logged:\n{}",
-            old.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_logged(replica(&mut replicas, &leader), "lost leadership").await;
     wait_triggers_after(&env, thawed, 2, "two triggers after the thaw").await;
 
     assert_eq!(

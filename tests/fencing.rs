@@ -154,20 +154,6 @@ fn assert_no_old_write_accepted(env: &TestEnv, old: &str, since: Timestamp) -> V
     late
 }
 
-/// Waits until the thawed or healed old leader has noticed that it lost the Lease.
-async fn wait_step_down(old: &Process) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !old.log().contains("lost leadership") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} logged no step-down:\n{}",
-            old.name(),
-            old.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The scenario: the leader's proxy holds everything from 0.3 s before a rising
 /// instant (3 → 7) until 7.5 s later, when the level is back at 3; optionally the leader
 /// is also paused (SIGSTOP) 0.2 s after the instant and resumed after the heal.
@@ -192,7 +178,7 @@ async fn partition_across_a_rising_instant(freeze: bool) {
     if freeze {
         replica(&mut fleet.replicas, &old).signal("CONT");
     }
-    wait_step_down(replica(&mut fleet.replicas, &old)).await;
+    wait_logged(replica(&mut fleet.replicas, &old), "lost leadership").await;
 
     let (target, level) =
         target_and_status_before(&env, rise + SignedDuration::from_secs(10)).await;
@@ -242,7 +228,7 @@ async fn a_scale_write_held_between_its_read_and_its_send_is_rejected_when_it_ar
     wall_sleep_until(rise + SignedDuration::from_millis(7500)).await;
     proxy.heal();
     proxy.wait_delivered(Duration::from_secs(20)).await;
-    wait_step_down(replica(&mut fleet.replicas, &old)).await;
+    wait_logged(replica(&mut fleet.replicas, &old), "lost leadership").await;
 
     let (target, level) =
         target_and_status_before(&env, rise + SignedDuration::from_secs(10)).await;

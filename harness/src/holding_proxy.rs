@@ -9,8 +9,8 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -42,23 +42,11 @@ enum Mode {
     Held,
 }
 
-/// A request as it reached the proxy, for the test's own checks.
-#[derive(Clone, Debug)]
-pub struct Seen {
-    /// e.g. `PATCH`.
-    pub method: String,
-    /// The path, without the query.
-    pub path: String,
-    /// Whether the proxy held it.
-    pub held: bool,
-}
-
 /// The proxy; cheap to clone.
 #[derive(Clone)]
 pub struct HoldingProxy {
     address: SocketAddr,
     mode: Arc<watch::Sender<Mode>>,
-    seen: Arc<Mutex<Vec<Seen>>>,
     /// Held requests the API server has not answered yet.
     undelivered: Arc<AtomicUsize>,
 }
@@ -72,7 +60,6 @@ impl HoldingProxy {
         let proxy = HoldingProxy {
             address: listener.local_addr().expect("proxy address"),
             mode: Arc::new(watch::channel(Mode::Open).0),
-            seen: Arc::default(),
             undelivered: Arc::default(),
         };
         let serving = proxy.clone();
@@ -135,11 +122,6 @@ impl HoldingProxy {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-
-    /// Every request that reached the proxy, in order of arrival.
-    pub fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("seen").clone()
-    }
 }
 
 /// Forwards `request`, after the hold if there is one. The forwarding runs on a task of
@@ -187,7 +169,7 @@ async fn forward(
 }
 
 impl HoldingProxy {
-    /// Decides whether a request arriving now is held (and records it).
+    /// Decides whether a request arriving now is held.
     fn admit(&self, method: &Method, path: &str) -> bool {
         let mut held = false;
         self.mode.send_if_modified(|mode| match *mode {
@@ -207,11 +189,6 @@ impl HoldingProxy {
         if held {
             self.undelivered.fetch_add(1, Ordering::SeqCst);
         }
-        self.seen.lock().expect("seen").push(Seen {
-            method: method.to_string(),
-            path: path.to_owned(),
-            held,
-        });
         held
     }
 }

@@ -274,6 +274,20 @@ pub async fn sleep_past(at: Timestamp) {
     }
 }
 
+/// Polls `process`'s log until it contains `message`; fails the test after [`PATIENCE`].
+pub async fn wait_logged(process: &Process, message: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !process.log().contains(message) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} did not log {message:?}:\n{}",
+            process.name(),
+            process.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Runs `body` and returns its result, failing the test after `limit`.
 pub async fn within<T>(limit: Duration, what: &str, body: impl Future<Output = T>) -> T {
     tokio::time::timeout(limit, body)

@@ -91,6 +91,10 @@ impl Cleanup {
     /// Stops and removes everything; progress on stderr (stdout may be closed).
     fn run(mut self) -> Result<(), CliError> {
         self.done = true;
+        self.stop()
+    }
+
+    fn stop(&self) -> Result<(), CliError> {
         eprintln!("cleaning up ...");
         let stopped = path_arg(&self.dir)
             .and_then(|dir| script(&self.scripts, "down.sh", &[dir], None).map(drop));
@@ -109,16 +113,10 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if !self.done {
-            let cleanup = Cleanup {
-                scripts: self.scripts.clone(),
-                dir: self.dir.clone(),
-                done: false,
-            };
-            self.done = true;
-            if let Err(error) = cleanup.run() {
-                eprintln!("error: {error}");
-            }
+        if !self.done
+            && let Err(error) = self.stop()
+        {
+            eprintln!("error: {error}");
         }
     }
 }

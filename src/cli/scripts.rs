@@ -38,15 +38,12 @@ pub fn run(
     bin: Option<&Path>,
 ) -> Result<String, ScriptError> {
     let path = dir.join(name);
-    let mut command = std::process::Command::new("bash");
-    command.arg(&path).args(args).stderr(Stdio::inherit());
-    if let Some(bin) = bin {
-        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
-    }
-    let output = command.output().map_err(|source| ScriptError::Spawn {
-        path: path.clone(),
-        source,
-    })?;
+    let output = command(&path, args, bin)
+        .output()
+        .map_err(|source| ScriptError::Spawn {
+            path: path.clone(),
+            source,
+        })?;
     last_line(path, output)
 }
 
@@ -59,17 +56,10 @@ pub async fn run_async(
     bin: Option<&Path>,
 ) -> Result<String, ScriptError> {
     let path = dir.join(name);
-    let mut command = tokio::process::Command::new("bash");
-    command
-        .arg(&path)
-        .args(args)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    if let Some(bin) = bin {
-        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
-    }
+    let mut command = tokio::process::Command::from(command(&path, args, bin));
     let output = command
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
         .output()
         .await
         .map_err(|source| ScriptError::Spawn {
@@ -77,6 +67,16 @@ pub async fn run_async(
             source,
         })?;
     last_line(path, output)
+}
+
+/// `bash PATH ARGS…`, with stderr inherited and `TIDAL_CONTROL_PLANE_BIN=bin` if given.
+fn command(path: &Path, args: &[&str], bin: Option<&Path>) -> std::process::Command {
+    let mut command = std::process::Command::new("bash");
+    command.arg(path).args(args).stderr(Stdio::inherit());
+    if let Some(bin) = bin {
+        command.env("TIDAL_CONTROL_PLANE_BIN", bin);
+    }
+    command
 }
 
 /// The last stdout line of a script that succeeded.

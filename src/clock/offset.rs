@@ -39,6 +39,8 @@ struct Bounds {
 struct Estimator {
     /// Newest first.
     window: VecDeque<Bounds>,
+    /// The server's time at monotonic zero, as the middle of the window's intersection.
+    server_at_zero: Option<Timestamp>,
 }
 
 impl Estimator {
@@ -75,19 +77,12 @@ impl Estimator {
             keep += 1;
         }
         self.window.truncate(keep);
+        self.server_at_zero = low.checked_add(high.duration_since(low) / 2).ok();
     }
 
     /// The server's time at monotonic zero, as the middle of the intersection.
     fn server_at_zero(&self) -> Option<Timestamp> {
-        let first = self.window.front()?;
-        let (low, high) = self
-            .window
-            .iter()
-            .fold((first.low, first.high), |(low, high), b| {
-                (low.max(b.low), high.min(b.high))
-            });
-        let half = high.duration_since(low) / 2;
-        low.checked_add(half).ok()
+        self.server_at_zero
     }
 }
 

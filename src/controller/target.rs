@@ -243,10 +243,10 @@ impl Targets {
             let (params, patch) = fenced_write(gate, claim && target.applies_scale(), scale)?;
             Ok(api.patch_scale(&target.name, &params, &patch).await?)
         };
-        finish(
-            write.retry(quick_retries()).when(Fenced::retryable).await,
-            |error| classify(target, "failed to patch scale of", error),
-        )
+        fenced(write, |error| {
+            classify(target, "failed to patch scale of", error)
+        })
+        .await
     }
 
     async fn set_hpa_floor(
@@ -278,10 +278,10 @@ impl Targets {
             let (params, patch) = fenced_write(gate, claim, floor)?;
             Ok(api.patch(&target.name, &params, &patch).await?)
         };
-        finish(
-            write.retry(quick_retries()).when(Fenced::retryable).await,
-            |error| classify(target, "failed to set minReplicas of", error),
-        )
+        fenced(write, |error| {
+            classify(target, "failed to set minReplicas of", error)
+        })
+        .await
     }
 
     fn api(&self, target: &Target) -> Api<DynamicObject> {
@@ -400,12 +400,17 @@ fn fenced_write(
     })
 }
 
-/// The outcome of a fenced write: leadership lost, a problem to report, or done.
-fn finish<T>(
-    written: Result<T, Fenced>,
+/// Runs a fenced read-then-write, again after a conflict or a transient error; tells
+/// leadership lost, a problem to report, or done.
+async fn fenced<T, F, Fut>(
+    write: F,
     problem: impl FnOnce(kube::Error) -> ApplyProblem,
-) -> Result<Result<(), ApplyProblem>, NotLeading> {
-    match written {
+) -> Result<Result<(), ApplyProblem>, NotLeading>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Fenced>>,
+{
+    match write.retry(quick_retries()).when(Fenced::retryable).await {
         Ok(_) => Ok(Ok(())),
         Err(Fenced::NotLeading) => Err(NotLeading),
         Err(Fenced::Api(error)) => Ok(Err(problem(error))),
