@@ -358,6 +358,7 @@ fn next_status(
         warnings: &[],
         problem: None,
         now: at,
+        trace_id: None,
     };
     plan::status_after(old, &plan, outcome)
 }

@@ -6,11 +6,13 @@
 //! instead of going on without it.
 //!
 //! ```text
-//!  Runtime::start ── client ─┬─ server (/healthz /readyz /metrics)   ┐ background tasks:
+//!  Runtime::start ── trace export (if OTEL_* asks: a thread of its own)
+//!                 ── client ─┬─ server (/healthz /readyz /metrics)   ┐ background tasks:
 //!                            ├─ elector ── gate ──┐                  │ the end of any is
 //!                            ├─ clock gauge       │                  │ fatal
 //!                            └─ ClockSkew Events  │                  ┘
-//!  Runtime::run(shutdown) ────────── controller::run(gate) ── drain ── release the Lease
+//!  Runtime::run(shutdown) ── controller::run(gate) ── drain ── release the Lease
+//!                                                          ── flush pending spans
 //! ```
 
 use std::future::Future;
@@ -34,8 +36,16 @@ use crate::election::{
     self, ElectionMetrics, Elector, KubeLease, Observer, Release, Timing, WriteGate,
 };
 use crate::task::{self, Task, TaskEnded};
+use crate::controller::TriggerTracer;
+use crate::telemetry::TelemetryError;
+use crate::telemetry::api::{ApiMetrics, ApiProbe};
+use crate::telemetry::batch;
 use crate::telemetry::metrics::{self, Metrics};
 use crate::telemetry::server::{self, Readiness};
+use crate::telemetry::traces::Traces;
+
+/// Longest wait at exit for pending spans to reach the collector.
+const SPAN_FLUSH: Duration = Duration::from_secs(5);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -52,6 +62,8 @@ pub struct Options {
     pub election: Option<ElectionOptions>,
     /// A kubeconfig file; the in-cluster configuration or `KUBECONFIG` otherwise.
     pub kubeconfig: Option<PathBuf>,
+    /// Export series per object (`desired_replicas`, `next_trigger_timestamp_seconds`).
+    pub per_object_metrics: bool,
 }
 
 /// How to campaign for the Lease.
@@ -92,6 +104,9 @@ pub enum RuntimeError {
     /// A background task ended while the controller ran.
     #[error(transparent)]
     TaskEnded(#[from] TaskEnded),
+    /// Trace export is misconfigured.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
 }
 
 /// A started process, ready to run the controller.
@@ -101,6 +116,7 @@ pub struct Runtime {
     gate: WriteGate,
     release: Option<Release>,
     tasks: Vec<Task>,
+    traces: Option<Traces>,
 }
 
 impl Runtime {
@@ -108,15 +124,22 @@ impl Runtime {
     pub async fn start(options: Options) -> Result<Runtime, RuntimeError> {
         let mut registry = metrics::registry();
         let election_metrics = ElectionMetrics::register(&mut registry);
-        let controller_metrics = ControllerMetrics::register(&mut registry);
+        let controller_metrics =
+            ControllerMetrics::register(&mut registry, options.per_object_metrics);
         let clock_metrics = ClockMetrics::register(&mut registry);
+        let api_metrics = ApiMetrics::register(&mut registry);
+        let traces = Traces::start(&options.identity, batch::register_dropped(&mut registry))?;
+        if traces.is_some() {
+            tracing::info!("exporting a trace per trigger over OTLP");
+        }
+        let tracer = TriggerTracer::new(traces.as_ref().map(Traces::tracer));
         let readiness = Readiness::default();
         let mut tasks = Vec::new();
         if let Some(address) = options.metrics_address {
             tasks.push(serve(address, &readiness, Metrics::new(registry)).await?);
         }
         let offset = ClockOffset::new(Arc::new(SystemClock));
-        let client = client(&options, &offset).await?;
+        let client = client(&options, &offset, api_metrics).await?;
         tasks.push(task::spawn(
             "clock gauge",
             clock_metrics.follow(offset.clone()),
@@ -146,6 +169,7 @@ impl Runtime {
             instance: options.identity,
             readiness,
             metrics: controller_metrics,
+            tracer,
         };
         Ok(Runtime {
             client,
@@ -153,6 +177,7 @@ impl Runtime {
             gate,
             release,
             tasks,
+            traces,
         })
     }
 
@@ -189,6 +214,10 @@ impl Runtime {
         if let Some(release) = self.release {
             release.release().await;
         }
+        if let Some(traces) = self.traces {
+            // The flush waits on the export thread: not on the async runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || traces.shutdown(SPAN_FLUSH)).await;
+        }
         result
     }
 
@@ -218,8 +247,13 @@ async fn serve(
 }
 
 /// A client whose User-Agent names this replica (audit logs then tell which replica
-/// wrote what) and whose responses measure the clock `offset`.
-async fn client(options: &Options, offset: &ClockOffset) -> Result<Client, RuntimeError> {
+/// wrote what), whose responses measure the clock `offset`, and whose requests are
+/// counted on `metrics` and carry the current trace context.
+async fn client(
+    options: &Options,
+    offset: &ClockOffset,
+    metrics: ApiMetrics,
+) -> Result<Client, RuntimeError> {
     let failed = |source_of: &str, error: &dyn std::fmt::Display| RuntimeError::Config {
         source_of: source_of.to_owned(),
         message: error.to_string(),
@@ -244,6 +278,7 @@ async fn client(options: &Options, offset: &ClockOffset) -> Result<Client, Runti
     let builder = ClientBuilder::try_from(config).map_err(|e| failed("the configuration", &e))?;
     Ok(builder
         .with_layer(&OffsetProbe::new(offset.clone()))
+        .with_layer(&ApiProbe::new(metrics))
         .build())
 }
 
@@ -355,6 +390,7 @@ mod tests {
             metrics_address: Some("127.0.0.1:0".parse().unwrap()),
             election: None,
             kubeconfig: Some(kubeconfig),
+            per_object_metrics: true,
         }
     }
 

@@ -108,6 +108,11 @@ pub struct HistoryEntry {
     /// Details, e.g. the error of a failed attempt or the colliding rules.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The W3C trace id (32 hex digits) of this trigger's trace, when traces are exported:
+    /// look it up in the tracing backend.
+    #[serde(default, rename = "traceID", skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9a-f]{32}$"))]
+    pub trace_id: Option<String>,
 }
 
 /// Outcome of a trigger.

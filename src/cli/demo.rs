@@ -178,6 +178,7 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         metrics_address: None,
         election: None,
         kubeconfig: Some(PathBuf::from(&kubeconfig)),
+        per_object_metrics: true,
     })
     .await
     .map_err(|e| failed("start the controller", e))?;

@@ -70,7 +70,8 @@ impl CliError {
 impl From<crate::runtime::RuntimeError> for CliError {
     fn from(error: crate::runtime::RuntimeError) -> CliError {
         match error {
-            crate::runtime::RuntimeError::Identity(_) => CliError::Argument(error.to_string()),
+            crate::runtime::RuntimeError::Identity(_)
+            | crate::runtime::RuntimeError::Telemetry(_) => CliError::Argument(error.to_string()),
             other => CliError::Runtime(other.to_string()),
         }
     }

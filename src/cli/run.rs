@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Where `/healthz`, `/readyz` and `/metrics` are served (port 0: any free port, logged).
     #[arg(long, env = "TIDAL_METRICS_ADDRESS", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,
+
+    /// Export series per object (`desired_replicas`, `next_trigger_timestamp_seconds`
+    /// by namespace and name); `false` for very large fleets.
+    #[arg(long, env = "TIDAL_PER_OBJECT_METRICS", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub per_object_metrics: bool,
 }
 
 /// Runs the controller until SIGINT or SIGTERM: drains, then releases the Lease.
@@ -95,6 +101,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             max_clock_offset: Some(args.max_clock_offset).filter(|max| !max.is_zero()),
         }),
         kubeconfig: None,
+        per_object_metrics: args.per_object_metrics,
     };
     process::runtime()?.block_on(async {
         let runtime = Runtime::start(options).await.map_err(CliError::from)?;

@@ -17,6 +17,7 @@ use super::key::{ObjectKey, ObjectName};
 use super::metrics::ControllerMetrics;
 use super::plan::ApplyProblem;
 use super::target::Targets;
+use super::trace::{TriggerTrace, TriggerTracer};
 use crate::clock::Clock;
 use crate::election::WriteGate;
 use crate::sync::lock;
@@ -39,6 +40,8 @@ pub struct Context {
     pub consistency: Consistency,
     /// Metrics of the reconciles.
     pub metrics: ControllerMetrics,
+    /// Starts the trace of each trigger (or nothing, without export).
+    pub tracer: TriggerTracer,
     memory: Mutex<HashMap<ObjectName, Memory>>,
 }
 
@@ -64,6 +67,8 @@ pub struct Memory {
     pub checked: Option<(Instant, Result<Vec<String>, ApplyProblem>)>,
     /// Warnings already sent as Events.
     pub warned: Vec<String>,
+    /// The trace of a trigger not yet recorded in status (its status write failed).
+    pub trace: Option<TriggerTrace>,
 }
 
 impl Context {
@@ -76,6 +81,7 @@ impl Context {
         in_flight: InFlight,
         consistency: Consistency,
         metrics: ControllerMetrics,
+        tracer: TriggerTracer,
     ) -> Context {
         Context {
             targets: Targets::new(client.clone()),
@@ -86,6 +92,7 @@ impl Context {
             in_flight,
             consistency,
             metrics,
+            tracer,
             memory: Mutex::new(HashMap::new()),
         }
     }

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::in_flight::InFlight;
+use super::metrics::DroppedEvents;
 use super::reason::Reason;
 use super::recorder::{Recorder, Reporter};
 use crate::election::WriteGate;
@@ -42,17 +43,21 @@ struct Queued {
 #[derive(Clone)]
 pub struct EventSink {
     queue: mpsc::Sender<Queued>,
+    dropped: DroppedEvents,
 }
 
 impl EventSink {
     /// Starts the publishing task, which waits for `reconciles` to be quiet and publishes
-    /// only while `gate` is open; it ends when every sink is dropped.
+    /// only while `gate` is open; it ends when every sink is dropped. Events not
+    /// published are counted on `dropped`.
     pub fn spawn(
         client: Client,
         reporter: Reporter,
         reconciles: InFlight,
         gate: WriteGate,
+        dropped: DroppedEvents,
     ) -> (EventSink, Task) {
+        let sink_dropped = dropped.clone();
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
         let mut recorder = Recorder::new(client, reporter);
         let publisher = async move {
@@ -70,18 +75,21 @@ impl EventSink {
                 match gate.guard(recorder.publish(&reference, reason, note)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => {
+                        dropped.count("publish_failed");
                         tracing::warn!(%error, reason = reason.as_str(), "failed to publish event");
                     }
                     Err(_) => {
+                        dropped.count("not_leading");
                         tracing::debug!(reason = reason.as_str(), "not leading: event dropped");
                     }
                 }
             }
         };
-        (
-            EventSink { queue },
-            task::spawn("event publisher", publisher),
-        )
+        let sink = EventSink {
+            queue,
+            dropped: sink_dropped,
+        };
+        (sink, task::spawn("event publisher", publisher))
     }
 
     /// Queues an Event about `reference`.
@@ -93,6 +101,7 @@ impl EventSink {
             since: Instant::now(),
         };
         if self.queue.try_send(queued).is_err() {
+            self.dropped.count("queue_full");
             tracing::warn!(reason = reason.as_str(), "event queue full: event dropped");
         }
     }

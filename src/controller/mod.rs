@@ -29,6 +29,7 @@ mod reason;
 mod reconcile;
 mod recorder;
 mod target;
+mod trace;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ pub use metrics::ControllerMetrics;
 pub use reason::Reason;
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 pub use recorder::{Recorder, Reporter};
+pub use trace::{TriggerTrace, TriggerTracer};
 
 use crate::api::TidalScheduler;
 use crate::clock::SystemClock;
@@ -82,6 +84,8 @@ pub struct Settings {
     pub readiness: Readiness,
     /// Where stale-cache skips and cache versions are counted.
     pub metrics: ControllerMetrics,
+    /// Traces each trigger, or nothing.
+    pub tracer: TriggerTracer,
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.
@@ -97,8 +101,13 @@ pub async fn run(
         instance: settings.instance.clone(),
     };
     let in_flight = InFlight::default();
-    let (events, publisher) =
-        EventSink::spawn(client.clone(), reporter, in_flight.clone(), gate.clone());
+    let (events, publisher) = EventSink::spawn(
+        client.clone(),
+        reporter,
+        in_flight.clone(),
+        gate.clone(),
+        settings.metrics.events_dropped(),
+    );
     let mut background = [publisher];
     // One watch for all namespaces (scope None), or one per namespace.
     let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
@@ -115,6 +124,7 @@ pub async fn run(
         in_flight.clone(),
         consistency,
         settings.metrics.clone(),
+        settings.tracer.clone(),
     ));
     let config = Config::default()
         .concurrency(settings.concurrency)
@@ -153,6 +163,7 @@ pub async fn run(
             })
     });
     let controllers = futures::future::join_all(controllers.collect::<Vec<_>>());
+    settings.metrics.read_objects_from(stores.clone());
     tracing::info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, "controller started");
     let readiness = settings.readiness.clone();
     tokio::select! {

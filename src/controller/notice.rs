@@ -17,8 +17,18 @@ pub fn after(
     problem: Option<&ApplyProblem>,
 ) -> Vec<Notice> {
     let mut notices = Vec::new();
+    // The trigger's trace, named in its Event so that an operator can look it up.
+    let mut traced = String::new();
     if let Some(trigger) = &plan.new_trigger {
         let t = &trigger.trigger;
+        if let Some(id) = new
+            .history
+            .iter()
+            .find(|entry| entry.rule == t.rule && entry.schedule_time.0 == t.schedule_time)
+            .and_then(|entry| entry.trace_id.as_deref())
+        {
+            traced = format!(", trace {id}");
+        }
         if problem.is_none() {
             let reason = if trigger.catch_up {
                 Reason::CaughtUp
@@ -26,7 +36,7 @@ pub fn after(
                 Reason::Triggered
             };
             let note = format!(
-                "rule {} set {} replicas (scheduled {}, superseded {})",
+                "rule {} set {} replicas (scheduled {}, superseded {}{traced})",
                 t.rule, t.replicas, t.schedule_time, trigger.superseded
             );
             notices.push((reason, note));
@@ -52,7 +62,11 @@ pub fn after(
                 ConditionReason::TargetNotScalable => Reason::TargetNotScalable,
                 _ => Reason::ApplyFailed,
             };
-            notices.push((reason, problem.message.clone()));
+            let note = match traced.strip_prefix(", ") {
+                Some(trace) => format!("{} ({trace})", problem.message),
+                None => problem.message.clone(),
+            };
+            notices.push((reason, note));
         }
         None if old.ready().is_some_and(|c| is_failure(&c.reason)) => {
             notices.push((Reason::Recovered, ready_message(new).to_owned()));
@@ -147,6 +161,7 @@ mod tests {
             warnings: &[],
             problem,
             now: at(now),
+            trace_id: None,
         };
         let new = status_after(old, &plan, outcome);
         (plan, new)
@@ -174,6 +189,43 @@ mod tests {
             notices[0].1,
             "rule odd set 6 replicas (scheduled 2026-01-01T00:00:05Z, superseded 0)"
         );
+    }
+
+    #[test]
+    fn a_traced_trigger_names_its_trace_in_its_event() {
+        let tide = tide(&ALTERNATING);
+        let old = TidalSchedulerStatus::default();
+        let facts = Facts {
+            status: &old,
+            created: at("2026-01-01T00:00:00Z"),
+            suspended: false,
+            armed: None,
+        };
+        let now = "2026-01-01T00:00:06Z";
+        let plan = plan(&tide, facts, at(now));
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let outcome = |problem| Outcome {
+            generation: Some(1),
+            history_limit: 10,
+            warnings: &[],
+            problem,
+            now: at(now),
+            trace_id: Some(trace),
+        };
+        let new = status_after(&old, &plan, outcome(None));
+        assert_eq!(new.history[0].trace_id.as_deref(), Some(trace));
+        let notices = after(&plan, &old, &new, None);
+        assert_eq!(
+            notices[0].1,
+            format!(
+                "rule odd set 6 replicas (scheduled 2026-01-01T00:00:05Z, superseded 0, trace {trace})"
+            )
+        );
+        let problem = missing_target();
+        let failed = status_after(&old, &plan, outcome(Some(&problem)));
+        let notices = after(&plan, &old, &failed, Some(&problem));
+        assert_eq!(reasons(&notices), ["TargetNotFound"]);
+        assert!(notices[0].1.ends_with(&format!("(trace {trace})")), "{}", notices[0].1);
     }
 
     #[test]

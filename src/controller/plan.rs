@@ -120,6 +120,8 @@ pub struct Outcome<'a> {
     pub problem: Option<&'a ApplyProblem>,
     /// The wall-clock instant of the write (history `executionTime`).
     pub now: Timestamp,
+    /// The trace id of the new trigger's trace, if exported.
+    pub trace_id: Option<&'a str>,
 }
 
 /// The status after applying `plan`.
@@ -208,6 +210,7 @@ fn history_entry(new: &NewTrigger, outcome: Outcome<'_>) -> HistoryEntry {
         catch_up: new.catch_up,
         superseded: new.superseded,
         message,
+        trace_id: outcome.trace_id.map(str::to_owned),
     }
 }
 

@@ -10,16 +10,19 @@ use jiff::Timestamp;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
+use opentelemetry::context::FutureExt as _;
 use tokio::time::Instant;
 
 use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::error::Error;
 use super::key::{ObjectKey, ObjectName};
+use super::metrics::ReconcileResult;
 use super::notice;
 use super::plan::{self, ApplyProblem, Outcome, Plan};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
+use super::trace::{TriggerTrace, end_child};
 use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus};
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
@@ -37,22 +40,43 @@ const CONFLICT_ATTEMPTS: usize = 3;
 pub const STALE_RETRY: Duration = Duration::from_millis(100);
 
 /// Reconciles one TidalScheduler; on a write conflict, re-reads it and tries again.
+/// Counted and timed by how it ended.
 pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _counted = ctx.in_flight.enter();
-    if !ctx.gate.is_open() {
-        return Ok(not_acting(&ctx));
-    }
+    let started = Instant::now();
+    let (result, ended) = if !ctx.gate.is_open() {
+        (Ok(not_acting(&ctx)), ReconcileResult::NotLeading)
+    } else {
+        let key = ObjectKey::of(&object);
+        match ctx.consistency.check(&key) {
+            Freshness::Stale { written, seen, .. } => {
+                ctx.metrics.stale_sync_skip();
+                tracing::debug!(tidal = %key, %written, %seen, "cache behind our own write: reconcile skipped");
+                (Ok(Action::requeue(STALE_RETRY)), ReconcileResult::StaleSkip)
+            }
+            _ => {
+                let result = reconcile_fresh(object, &ctx).await;
+                let ended = match &result {
+                    Ok(_) => ReconcileResult::Success,
+                    Err(Error::NotActing) => ReconcileResult::NotLeading,
+                    Err(_) => ReconcileResult::Error,
+                };
+                (result, ended)
+            }
+        }
+    };
+    ctx.metrics.reconciled(ended, started.elapsed());
+    result
+}
+
+/// Reconciles an object whose cache has seen this replica's writes.
+async fn reconcile_fresh(object: Arc<TidalScheduler>, ctx: &Context) -> Result<Action, Error> {
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let key = ObjectKey::of(&object);
-    if let Freshness::Stale { written, seen, .. } = ctx.consistency.check(&key) {
-        ctx.metrics.stale_sync_skip();
-        tracing::debug!(tidal = %key, %written, %seen, "cache behind our own write: reconcile skipped");
-        return Ok(Action::requeue(STALE_RETRY));
-    }
     let api: Api<TidalScheduler> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut object = object;
     for _ in 1..CONFLICT_ATTEMPTS {
-        match reconcile_once(&object, &api, &ctx).await {
+        match reconcile_once(&object, &api, ctx).await {
             Err(Error::Conflict) => match api.get_opt(&object.name_any()).await {
                 Ok(Some(fresh)) => object = Arc::new(fresh),
                 Ok(None) => {
@@ -64,7 +88,7 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
             other => return other,
         }
     }
-    reconcile_once(&object, &api, &ctx).await
+    reconcile_once(&object, &api, ctx).await
 }
 
 /// What a reconcile that may not write does next. A standby keeps its cache warm but
@@ -103,6 +127,7 @@ async fn reconcile_once(
     ctx: &Context,
 ) -> Result<Action, Error> {
     let key = ObjectKey::of(object);
+    let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let mut memory = ctx.recall(&key);
     let now = ctx.clock.now();
     let old = object.status.clone().unwrap_or_default();
@@ -124,24 +149,56 @@ async fn reconcile_once(
             return Ok(Action::await_change());
         }
     };
+    let trace = plan
+        .new_trigger
+        .as_ref()
+        .and_then(|new| ctx.tracer.trace(memory.trace.as_ref(), object, &namespace, new));
+    if trace.is_some() {
+        // Kept before any write: if the status write fails, the retry continues this trace.
+        memory.trace = trace.clone();
+        ctx.remember(&key, memory.clone());
+    }
     let (problem, mut warnings) = if plan.suspended {
         (None, Vec::new())
     } else {
-        apply(object, &plan, &old, &mut memory, ctx).await?
+        apply(object, &plan, &old, &mut memory, ctx, trace.as_ref()).await?
     };
     warnings.splice(0..0, valid.warnings);
 
+    let trace_id = trace.as_ref().and_then(TriggerTrace::trace_id);
     let outcome = Outcome {
         generation,
         history_limit: object.spec.history_limit,
         warnings: &warnings,
         problem: problem.as_ref(),
         now: ctx.clock.now(),
+        trace_id: trace_id.as_deref(),
     };
     let new = plan::status_after(&old, &plan, outcome);
     if new != old {
-        write_status(ctx, api, object, &old, &new).await?;
-        log_trigger(&key, &plan, problem.as_ref(), ctx.clock.now());
+        let written = match &trace {
+            Some(trace) => {
+                let span = trace.child("write status");
+                let written = write_status(ctx, api, object, &old, &new)
+                    .with_context(span.clone())
+                    .await;
+                end_child(&span, written.as_ref().err().map(ToString::to_string));
+                written
+            }
+            None => write_status(ctx, api, object, &old, &new).await,
+        };
+        written?;
+        let acknowledged = ctx.clock.now();
+        if let Some(new_trigger) = &plan.new_trigger {
+            let failure = problem.as_ref().map(|problem| problem.message.as_str());
+            if let Some(trace) = memory.trace.take() {
+                trace.finish(acknowledged, failure);
+            }
+            let latency = acknowledged.duration_since(new_trigger.trigger.schedule_time);
+            ctx.metrics
+                .trigger(new_trigger, failure.is_none(), latency, trace_id.as_deref());
+        }
+        log_trigger(&key, &plan, problem.as_ref(), acknowledged, trace_id.as_deref());
         for (reason, note) in notice::after(&plan, &old, &new, problem.as_ref()) {
             send(ctx, object, reason, note);
         }
@@ -169,6 +226,7 @@ async fn apply(
     old: &TidalSchedulerStatus,
     memory: &mut Memory,
     ctx: &Context,
+    trace: Option<&TriggerTrace>,
 ) -> Result<(Option<ApplyProblem>, Vec<String>), Error> {
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let scale_mode = object.spec.apply == ApplyMode::Scale;
@@ -205,7 +263,23 @@ async fn apply(
         return Ok((None, warnings));
     }
     let claim = memory.claimed.as_deref() != Some(target.id().as_str());
-    match scale(ctx, &target, level.replicas, claim).await? {
+    let scaled = match trace {
+        Some(trace) => {
+            let span = trace.child("write target");
+            let scaled = scale(ctx, &target, level.replicas, claim)
+                .with_context(span.clone())
+                .await;
+            let failure = match &scaled {
+                Ok(Ok(())) => None,
+                Ok(Err(problem)) => Some(problem.message.clone()),
+                Err(error) => Some(error.to_string()),
+            };
+            end_child(&span, failure);
+            scaled
+        }
+        None => scale(ctx, &target, level.replicas, claim).await,
+    };
+    match scaled? {
         Ok(()) => {
             memory.applied = Some(level.replicas);
             memory.claimed = Some(target.id());
@@ -288,6 +362,7 @@ fn log_trigger(
     plan: &Plan,
     problem: Option<&ApplyProblem>,
     acknowledged: Timestamp,
+    trace_id: Option<&str>,
 ) {
     let Some(new) = &plan.new_trigger else {
         return;
@@ -304,6 +379,7 @@ fn log_trigger(
             lateness_ms,
             catch_up = new.catch_up,
             superseded = new.superseded,
+            trace_id,
             "trigger applied"
         ),
         Some(problem) => tracing::warn!(
@@ -313,6 +389,7 @@ fn log_trigger(
             %schedule_time,
             reason = problem.reason.as_str(),
             message = problem.message,
+            trace_id,
             "trigger failed"
         ),
     }

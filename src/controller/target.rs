@@ -369,6 +369,15 @@ impl From<kube::Error> for Fenced {
     }
 }
 
+impl std::fmt::Display for Fenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fenced::Api(error) => write!(f, "{}", api_message(error)),
+            Fenced::NotLeading => f.write_str("not leading"),
+        }
+    }
+}
+
 impl Fenced {
     /// Worth another read-then-write: a transient error, or a conflict (the target
     /// changed between the read and the write).
@@ -410,7 +419,11 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Fenced>>,
 {
-    match write.retry(quick_retries()).when(Fenced::retryable).await {
+    let retried = write
+        .retry(quick_retries())
+        .when(Fenced::retryable)
+        .notify(|error, after| super::trace::retry_event(error, after));
+    match retried.await {
         Ok(_) => Ok(Ok(())),
         Err(Fenced::NotLeading) => Err(NotLeading),
         Err(Fenced::Api(error)) => Ok(Err(problem(error))),

@@ -1,9 +1,13 @@
 //! What the controller tells operators: logs (structured, to stderr, as text or JSON
-//! lines, filtered by `RUST_LOG`), Prometheus [`metrics`], and the health endpoints of
+//! lines, filtered by `RUST_LOG`), OpenTelemetry [`traces`] (exported in [`batch`]es),
+//! Prometheus [`metrics`] (with the client's in [`api`]), and the health endpoints of
 //! the [`server`].
 
+pub mod api;
+pub mod batch;
 pub mod metrics;
 pub mod server;
+pub mod traces;
 
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
@@ -26,6 +30,19 @@ pub enum TelemetryError {
     /// A global subscriber was already installed.
     #[error("failed to install the log subscriber: {0}")]
     Install(String),
+    /// The OTLP protocol asked for is not one this build speaks.
+    #[error(
+        "{variable}={value:?} is not supported: use http/protobuf (the default, port 4318) or http/json"
+    )]
+    Protocol {
+        /// The variable that asked for it.
+        variable: String,
+        /// What it asked for.
+        value: String,
+    },
+    /// Trace export could not start (e.g. an endpoint that is not a URL).
+    #[error("cannot export traces: {0}")]
+    Export(String),
 }
 
 /// Installs the global log subscriber; `default` filters when `RUST_LOG` is unset.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and etcd from the Go module proxy into a cache
-# directory outside the repository, keyed by version, and prints that directory as
-# the last line of stdout. Idempotent: seconds when the binaries are cached.
+# Builds kube-apiserver, kubectl and etcd — and the observability backends the tests
+# run beside them, Jaeger, Prometheus and promtool — from the Go module proxy into a
+# cache directory outside the repository, keyed by version, and prints the directory
+# holding all of them as the last line of stdout. Idempotent: seconds when cached.
 #
 # The versions are the ones pinned by the Go modules next to this script
-# (kubernetes/go.mod, etcd/go.mod; go.sum verifies every download).
+# (kubernetes/, etcd/, jaeger/, prometheus/ go.mod; go.sum verifies every download).
 #
 # Environment:
 #   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
@@ -27,7 +28,10 @@ required_version() { # module-dir module-path
 }
 kubernetes_version="$(required_version kubernetes k8s.io/kubernetes)"
 etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
-[ -n "$kubernetes_version" ] && [ -n "$etcd_version" ] || die "cannot read pinned versions"
+jaeger_version="$(required_version jaeger github.com/jaegertracing/jaeger)"
+prometheus_version="$(required_version prometheus github.com/prometheus/prometheus)"
+[ -n "$kubernetes_version" ] && [ -n "$etcd_version" ] && [ -n "$jaeger_version" ] &&
+  [ -n "$prometheus_version" ] || die "cannot read pinned versions"
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
@@ -91,14 +95,24 @@ etcd_dir="$cache_root/etcd-$etcd_version"
 build kubernetes "$kubernetes_dir" "$version_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
 build etcd "$etcd_dir" "-s -w" etcd=go.etcd.io/etcd/server/v3
+jaeger_dir="$cache_root/jaeger-$jaeger_version"
+build jaeger "$jaeger_dir" "-s -w" jaeger=github.com/jaegertracing/jaeger/cmd/jaeger
+prometheus_dir="$cache_root/prometheus-$prometheus_version"
+build prometheus "$prometheus_dir" "-s -w" \
+  prometheus=github.com/prometheus/prometheus/cmd/prometheus \
+  promtool=github.com/prometheus/prometheus/cmd/promtool
 
-# One directory with all three, as the callers expect.
+# One directory with all of them, as the callers expect.
 bin="$cache_root/bin-kubernetes-$kubernetes_version-etcd-$etcd_version"
+bin="$bin-jaeger-$jaeger_version-prometheus-$prometheus_version"
 mkdir -p "$bin"
 ln -sfn "$kubernetes_dir/kube-apiserver" "$bin/kube-apiserver"
 ln -sfn "$kubernetes_dir/kubectl" "$bin/kubectl"
 ln -sfn "$etcd_dir/etcd" "$bin/etcd"
-for tool in kube-apiserver kubectl etcd; do
+ln -sfn "$jaeger_dir/jaeger" "$bin/jaeger"
+ln -sfn "$prometheus_dir/prometheus" "$bin/prometheus"
+ln -sfn "$prometheus_dir/promtool" "$bin/promtool"
+for tool in kube-apiserver kubectl etcd jaeger prometheus promtool; do
   [ -x "$bin/$tool" ] || die "$bin/$tool is missing after the build"
 done
 echo "$bin"

@@ -16,6 +16,9 @@
 #   TIDAL_CONTROL_PLANE_BIN  directory with etcd and kube-apiserver (default: what
 #                            provision.sh prints, building them if needed)
 #   TIDAL_READY_TIMEOUT      seconds to wait for each component (default 90)
+#   TIDAL_TRACING_ENDPOINT   host:port of an OTLP/gRPC collector: kube-apiserver and
+#                            etcd export their spans there, for requests whose W3C
+#                            traceparent is sampled (they start no traces of their own)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,6 +30,7 @@ fail() { log "$*"; return 1; }
 mkdir -p "$1"
 dir="$(cd "$1" && pwd)"
 timeout="${TIDAL_READY_TIMEOUT:-90}"
+tracing="${TIDAL_TRACING_ENDPOINT:-}"
 for tool in openssl curl base64; do
   command -v "$tool" >/dev/null 2>&1 || die "'$tool' is required"
 done
@@ -148,6 +152,12 @@ start_etcd() {
     return
   fi
   log "starting etcd on 127.0.0.1:$etcd_client_port"
+  local etcd_tracing=()
+  if [ -n "$tracing" ]; then
+    # Sampling rate 0 per million: only requests of a sampled trace are traced.
+    etcd_tracing=(--enable-distributed-tracing --distributed-tracing-address="$tracing"
+      --distributed-tracing-service-name=etcd --distributed-tracing-sampling-rate=0)
+  fi
   start etcd "$bin/etcd" \
     --name=tidal-test \
     --data-dir="$dir/etcd-data" \
@@ -157,7 +167,8 @@ start_etcd() {
     --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
     --initial-cluster="tidal-test=http://127.0.0.1:$etcd_peer_port" \
     --unsafe-no-fsync \
-    --log-level=warn
+    --log-level=warn \
+    "${etcd_tracing[@]}"
   await etcd etcd_healthy
 }
 
@@ -183,6 +194,17 @@ rules:
   verbs: [create, update, patch, delete]
 - level: None
 POLICY
+  local apiserver_tracing=()
+  if [ -n "$tracing" ]; then
+    # As for etcd: a request is traced only when its traceparent is sampled.
+    cat >"$dir/tracing.yaml" <<TRACING
+apiVersion: apiserver.config.k8s.io/v1
+kind: TracingConfiguration
+endpoint: $tracing
+samplingRatePerMillion: 0
+TRACING
+    apiserver_tracing=(--tracing-config-file="$dir/tracing.yaml")
+  fi
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_client_port" \
     --bind-address=127.0.0.1 \
@@ -203,7 +225,8 @@ POLICY
     --audit-log-path="$dir/audit.log" \
     --audit-log-format=json \
     --audit-log-maxsize=200 \
-    --audit-log-maxbackup=1
+    --audit-log-maxbackup=1 \
+    "${apiserver_tracing[@]}"
   await kube-apiserver apiserver_ready
 }
 

@@ -190,7 +190,7 @@ mod tests {
     fn consistency() -> Consistency {
         Consistency::new(
             &[Some("ns".to_owned())],
-            &ControllerMetrics::register(&mut registry()),
+            &ControllerMetrics::register(&mut registry(), true),
         )
     }
 

@@ -38,6 +38,7 @@ fn written(now: &str) -> Outcome<'static> {
         warnings: &[],
         problem: None,
         now: at(now),
+        trace_id: None,
     }
 }
 

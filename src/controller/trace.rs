@@ -1,0 +1,188 @@
+//! The trace of one trigger: a root span `trigger` that starts at the scheduled instant
+//! and ends when the status write recording it is acknowledged — its duration is the
+//! trigger's latency — with child spans for the target write and the status write. The
+//! Kubernetes client sends the current span's `traceparent`, so the API server's spans
+//! join (see `telemetry::api`).
+//!
+//! A trigger whose status write fails stays open in the object's memory and the next
+//! attempt continues it: one trace per recorded trigger, whatever the retries.
+
+use std::time::SystemTime;
+
+use jiff::Timestamp;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::SdkTracer;
+
+use super::plan::NewTrigger;
+use crate::api::{ApplyMode, TidalScheduler};
+
+/// Starts trigger traces; without export (`None`), starts nothing and costs nothing.
+#[derive(Debug, Clone, Default)]
+pub struct TriggerTracer {
+    tracer: Option<SdkTracer>,
+}
+
+impl TriggerTracer {
+    /// Traces with `tracer`, or not at all.
+    pub fn new(tracer: Option<SdkTracer>) -> TriggerTracer {
+        TriggerTracer { tracer }
+    }
+
+    /// A tracer that never traces.
+    pub fn off() -> TriggerTracer {
+        TriggerTracer::default()
+    }
+
+    /// The open trace of `new` on `object`: `open` when it is that trigger's, else a new
+    /// one started at its scheduled instant (`open`, another trigger's, is abandoned).
+    /// `None` without export.
+    pub fn trace(
+        &self,
+        open: Option<&TriggerTrace>,
+        object: &TidalScheduler,
+        namespace: &str,
+        new: &NewTrigger,
+    ) -> Option<TriggerTrace> {
+        let trigger = &new.trigger;
+        if let Some(open) = open.filter(|open| open.is_of(new)) {
+            return Some(open.clone());
+        }
+        let tracer = self.tracer.as_ref()?;
+        let cron = object
+            .spec
+            .triggers
+            .times
+            .rules
+            .iter()
+            .find(|rule| rule.name == trigger.rule)
+            .map_or_else(String::new, |rule| rule.cron.clone());
+        let apply = match object.spec.apply {
+            ApplyMode::Status => "Status",
+            ApplyMode::Scale => "Scale",
+        };
+        let attributes = vec![
+            KeyValue::new("tidal.rule", trigger.rule.clone()),
+            KeyValue::new("tidal.replicas", i64::from(trigger.replicas)),
+            KeyValue::new("tidal.catch_up", new.catch_up),
+            KeyValue::new("tidal.superseded", new.superseded),
+            KeyValue::new("tidal.apply", apply),
+            KeyValue::new("tidal.scheduler.name", object.metadata.name.clone().unwrap_or_default()),
+            KeyValue::new("k8s.namespace.name", namespace.to_owned()),
+            KeyValue::new("faas.trigger", "timer"),
+            KeyValue::new("faas.time", trigger.schedule_time.to_string()),
+            KeyValue::new("faas.cron", cron),
+        ];
+        let span = tracer
+            .span_builder("trigger")
+            .with_kind(SpanKind::Internal)
+            .with_start_time(SystemTime::from(trigger.schedule_time))
+            .with_attributes(attributes)
+            .start_with_context(tracer, &Context::new());
+        let context = Context::new().with_span(span);
+        Some(TriggerTrace {
+            inner: std::sync::Arc::new(Open {
+                context,
+                rule: trigger.rule.clone(),
+                schedule_time: trigger.schedule_time,
+                tracer: tracer.clone(),
+            }),
+        })
+    }
+}
+
+/// A trigger's open trace; clones share it. Dropped unfinished (leadership lost, the
+/// object deleted, a later trigger due first), it ends as abandoned.
+#[derive(Debug, Clone)]
+pub struct TriggerTrace {
+    inner: std::sync::Arc<Open>,
+}
+
+#[derive(Debug)]
+struct Open {
+    context: Context,
+    rule: String,
+    schedule_time: Timestamp,
+    tracer: SdkTracer,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let span = self.context.span();
+        if span.is_recording() {
+            span.set_status(Status::error(
+                "abandoned before its status write was acknowledged",
+            ));
+            span.end();
+        }
+    }
+}
+
+impl TriggerTrace {
+    fn is_of(&self, new: &NewTrigger) -> bool {
+        self.inner.rule == new.trigger.rule && self.inner.schedule_time == new.trigger.schedule_time
+    }
+
+    /// The trace id (32 hex digits), if the trace is sampled (exported).
+    pub fn trace_id(&self) -> Option<String> {
+        let span = self.inner.context.span();
+        let context = span.span_context();
+        context.is_sampled().then(|| context.trace_id().to_string())
+    }
+
+    /// The context of a child span `name` (a client span: its requests carry it).
+    pub fn child(&self, name: &'static str) -> Context {
+        let span = self
+            .inner
+            .tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .start_with_context(&self.inner.tracer, &self.inner.context);
+        self.inner.context.with_span(span)
+    }
+
+    /// Ends the trace at `acknowledged` (the status write's acknowledgement) with the
+    /// trigger's result; `failure` is what applying found, if anything.
+    pub fn finish(&self, acknowledged: Timestamp, failure: Option<&str>) {
+        let span = self.inner.context.span();
+        let lateness = acknowledged.duration_since(self.inner.schedule_time);
+        span.set_attribute(KeyValue::new(
+            "tidal.result",
+            if failure.is_some() { "Failed" } else { "Succeeded" },
+        ));
+        span.set_attribute(KeyValue::new(
+            "tidal.lateness_ms",
+            lateness.as_secs_f64() * 1000.0,
+        ));
+        if let Some(message) = failure {
+            span.set_status(Status::error(message.to_owned()));
+        }
+        span.end_with_timestamp(SystemTime::from(acknowledged));
+    }
+}
+
+/// Ends the child span of `context` (the client layer has set the HTTP status code of
+/// its last response) with, on failure, its error.
+pub fn end_child(context: &Context, failure: Option<String>) {
+    let span = context.span();
+    if let Some(message) = failure {
+        span.set_status(Status::error(message));
+    }
+    span.end();
+}
+
+/// Adds a `retry` event to the current span (a target write's): what failed and when
+/// the next attempt goes out.
+pub fn retry_event(error: &dyn std::fmt::Display, after: std::time::Duration) {
+    let context = Context::current();
+    let span = context.span();
+    if span.is_recording() {
+        span.add_event(
+            "retry",
+            vec![
+                KeyValue::new("error", error.to_string()),
+                KeyValue::new("retry_in_ms", after.as_millis() as i64),
+            ],
+        );
+    }
+}
