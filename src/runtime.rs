@@ -31,12 +31,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use crate::clock::{ClockBound, ClockMetrics, ClockOffset, ClockSkew, OffsetProbe, SystemClock};
+use crate::controller::TriggerTracer;
 use crate::controller::{self, ControllerMetrics, Reason, Recorder, Reporter, Settings};
 use crate::election::{
     self, ElectionMetrics, Elector, KubeLease, Observer, Release, Timing, WriteGate,
 };
 use crate::task::{self, Task, TaskEnded};
-use crate::controller::TriggerTracer;
 use crate::telemetry::TelemetryError;
 use crate::telemetry::api::{ApiMetrics, ApiProbe};
 use crate::telemetry::batch;

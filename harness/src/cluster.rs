@@ -67,14 +67,21 @@ impl ControlPlane {
     /// Starts a control plane under `dir`, stopped when this process ends, and
     /// installs the CRD.
     pub fn start(dir: &Path) -> Result<ControlPlane, String> {
-        let bin = match std::env::var_os("TIDAL_CONTROL_PLANE_BIN") {
-            Some(bin) => PathBuf::from(bin),
-            None => PathBuf::from(run_script("provision.sh", &[], None)?),
-        };
+        ControlPlane::start_traced(dir, None)
+    }
+
+    /// Like [`ControlPlane::start`]; with `tracing` (an OTLP/gRPC `host:port`),
+    /// kube-apiserver and etcd export the spans of sampled requests there.
+    pub fn start_traced(dir: &Path, tracing: Option<&str>) -> Result<ControlPlane, String> {
+        let bin = provisioned_bin()?;
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         Reaper::get().watch_control_plane(dir);
         let dir_arg = dir.to_str().ok_or("control plane directory is not UTF-8")?;
-        let kubeconfig = run_script("up.sh", &[dir_arg], Some(&bin))?;
+        let vars: Vec<(&str, &str)> = tracing
+            .map(|endpoint| ("TIDAL_TRACING_ENDPOINT", endpoint))
+            .into_iter()
+            .collect();
+        let kubeconfig = run_script_with("up.sh", &[dir_arg], Some(&bin), &vars)?;
         let control_plane = ControlPlane {
             kubeconfig: PathBuf::from(kubeconfig),
             dir: Some(dir.to_owned()),
@@ -199,11 +206,33 @@ impl ControlPlane {
     }
 }
 
+/// The directory of the provisioned binaries (kube-apiserver, etcd, kubectl, jaeger,
+/// prometheus, promtool): `TIDAL_CONTROL_PLANE_BIN`, else what `provision.sh` prints
+/// (building them on first use).
+pub fn provisioned_bin() -> Result<PathBuf, String> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| match std::env::var_os("TIDAL_CONTROL_PLANE_BIN") {
+        Some(bin) => Ok(PathBuf::from(bin)),
+        None => run_script("provision.sh", &[], None).map(PathBuf::from),
+    })
+    .clone()
+}
+
 /// Runs a script of `tests/control-plane/` with the product's own runner (the demo's),
 /// its progress on our stderr; returns the last line of its stdout.
 pub fn run_script(script: &str, args: &[&str], bin: Option<&Path>) -> Result<String, String> {
+    run_script_with(script, args, bin, &[])
+}
+
+/// Like [`run_script`], with the variables `vars`.
+pub fn run_script_with(
+    script: &str,
+    args: &[&str],
+    bin: Option<&Path>,
+    vars: &[(&str, &str)],
+) -> Result<String, String> {
     let dir = Path::new(REPO).join("tests/control-plane");
-    let line = tidal_scheduler::cli::scripts::run(&dir, script, args, bin)
+    let line = tidal_scheduler::cli::scripts::run(&dir, script, args, bin, vars)
         .map_err(|e| format!("{e}; see its output above"))?;
     if line.is_empty() {
         return Err(format!("{script} printed nothing"));
@@ -282,7 +311,11 @@ impl TestEnv {
     /// A fresh namespace, named after the running test, on this binary's control
     /// plane.
     pub async fn new() -> TestEnv {
-        let control_plane = control_plane();
+        TestEnv::on(control_plane()).await
+    }
+
+    /// A fresh namespace, named after the running test, on `control_plane`.
+    pub async fn on(control_plane: &'static ControlPlane) -> TestEnv {
         let client = control_plane.client().await;
         let namespace = Namespace {
             metadata: kube::api::ObjectMeta {

@@ -159,35 +159,18 @@ impl<'a> Fleet<'a> {
 /// GETs `path` from the health and metrics server of `process` (its address is in its
 /// log); returns the HTTP status and body.
 pub fn http_get(process: &Process, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
+    let address = metrics_address(process);
+    crate::http::get(&address, path).unwrap_or_else(|e| panic!("{}: {e}", process.name()))
+}
+
+/// The `host:port` of the health and metrics server of `process`, from its log.
+pub fn metrics_address(process: &Process) -> String {
     let log = process.log();
-    let address = log
-        .lines()
+    log.lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .find(|line| line["message"] == "serving /healthz, /readyz and /metrics")
         .and_then(|line| line["address"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("{} logged no server address:\n{log}", process.name()));
-    let mut stream = std::net::TcpStream::connect(&address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read response");
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, body)| body)
-        .to_owned();
-    (status, body)
+        .unwrap_or_else(|| panic!("{} logged no server address:\n{log}", process.name()))
 }
 
 /// Rules alternating the level every 2 s: each instant is a new trigger.

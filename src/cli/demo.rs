@@ -332,14 +332,14 @@ async fn script_async(
     args: &[&str],
     bin: Option<&Path>,
 ) -> Result<String, CliError> {
-    scripts::run_async(dir, name, args, bin)
+    scripts::run_async(dir, name, args, bin, &[])
         .await
         .map_err(|e| failed("run a control-plane script", e))
 }
 
 /// Runs a control-plane script.
 fn script(dir: &Path, name: &str, args: &[&str], bin: Option<&Path>) -> Result<String, CliError> {
-    scripts::run(dir, name, args, bin).map_err(|e| failed("run a control-plane script", e))
+    scripts::run(dir, name, args, bin, &[]).map_err(|e| failed("run a control-plane script", e))
 }
 
 fn path_arg(path: &Path) -> Result<&str, CliError> {

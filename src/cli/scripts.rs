@@ -29,16 +29,17 @@ pub enum ScriptError {
 /// The directory of the scripts in this source tree.
 pub const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control-plane");
 
-/// Runs `dir/name` with `args` (with `TIDAL_CONTROL_PLANE_BIN=bin` if given), its
-/// progress on our stderr; returns the last line of its stdout.
+/// Runs `dir/name` with `args` (with `TIDAL_CONTROL_PLANE_BIN=bin` if given, and the
+/// variables `vars`), its progress on our stderr; returns the last line of its stdout.
 pub fn run(
     dir: &Path,
     name: &str,
     args: &[&str],
     bin: Option<&Path>,
+    vars: &[(&str, &str)],
 ) -> Result<String, ScriptError> {
     let path = dir.join(name);
-    let output = command(&path, args, bin)
+    let output = command(&path, args, bin, vars)
         .output()
         .map_err(|source| ScriptError::Spawn {
             path: path.clone(),
@@ -54,9 +55,10 @@ pub async fn run_async(
     name: &str,
     args: &[&str],
     bin: Option<&Path>,
+    vars: &[(&str, &str)],
 ) -> Result<String, ScriptError> {
     let path = dir.join(name);
-    let mut command = tokio::process::Command::from(command(&path, args, bin));
+    let mut command = tokio::process::Command::from(command(&path, args, bin, vars));
     let output = command
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -69,10 +71,20 @@ pub async fn run_async(
     last_line(path, output)
 }
 
-/// `bash PATH ARGS…`, with stderr inherited and `TIDAL_CONTROL_PLANE_BIN=bin` if given.
-fn command(path: &Path, args: &[&str], bin: Option<&Path>) -> std::process::Command {
+/// `bash PATH ARGS…`, with stderr inherited, `TIDAL_CONTROL_PLANE_BIN=bin` if given,
+/// and `vars`.
+fn command(
+    path: &Path,
+    args: &[&str],
+    bin: Option<&Path>,
+    vars: &[(&str, &str)],
+) -> std::process::Command {
     let mut command = std::process::Command::new("bash");
-    command.arg(path).args(args).stderr(Stdio::inherit());
+    command
+        .arg(path)
+        .args(args)
+        .envs(vars.iter().copied())
+        .stderr(Stdio::inherit());
     if let Some(bin) = bin {
         command.env("TIDAL_CONTROL_PLANE_BIN", bin);
     }

@@ -81,7 +81,6 @@ impl Context {
         in_flight: InFlight,
         consistency: Consistency,
         metrics: ControllerMetrics,
-        tracer: TriggerTracer,
     ) -> Context {
         Context {
             targets: Targets::new(client.clone()),
@@ -92,9 +91,15 @@ impl Context {
             in_flight,
             consistency,
             metrics,
-            tracer,
+            tracer: TriggerTracer::off(),
             memory: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The context, tracing each trigger with `tracer`.
+    pub fn with_tracer(mut self, tracer: TriggerTracer) -> Context {
+        self.tracer = tracer;
+        self
     }
 
     /// What is remembered about `key` in this term, or a fresh memory when its UID or

@@ -404,9 +404,18 @@ mod tests {
         metrics.reconciled(ReconcileResult::Success, Duration::from_millis(2));
         metrics.reconciled(ReconcileResult::StaleSkip, Duration::ZERO);
         let text = Metrics::new(registry).encode();
-        assert!(text.contains("tidal_scheduler_reconcile_total{result=\"success\"} 1\n"), "{text}");
-        assert!(text.contains("tidal_scheduler_reconcile_total{result=\"stale_skip\"} 1\n"), "{text}");
-        assert!(text.contains("tidal_scheduler_reconcile_duration_seconds_count 2\n"), "{text}");
+        assert!(
+            text.contains("tidal_scheduler_reconcile_total{result=\"success\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tidal_scheduler_reconcile_total{result=\"stale_skip\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tidal_scheduler_reconcile_duration_seconds_count 2\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -116,16 +116,18 @@ pub async fn run(
         settings.namespaces.iter().cloned().map(Some).collect()
     };
     let consistency = Consistency::new(&scopes, &settings.metrics);
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        Arc::new(SystemClock),
-        events,
-        gate.clone(),
-        in_flight.clone(),
-        consistency,
-        settings.metrics.clone(),
-        settings.tracer.clone(),
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            Arc::new(SystemClock),
+            events,
+            gate.clone(),
+            in_flight.clone(),
+            consistency,
+            settings.metrics.clone(),
+        )
+        .with_tracer(settings.tracer.clone()),
+    );
     let config = Config::default()
         .concurrency(settings.concurrency)
         .debounce(Duration::ZERO);

@@ -225,7 +225,11 @@ mod tests {
         let failed = status_after(&old, &plan, outcome(Some(&problem)));
         let notices = after(&plan, &old, &failed, Some(&problem));
         assert_eq!(reasons(&notices), ["TargetNotFound"]);
-        assert!(notices[0].1.ends_with(&format!("(trace {trace})")), "{}", notices[0].1);
+        assert!(
+            notices[0].1.ends_with(&format!("(trace {trace})")),
+            "{}",
+            notices[0].1
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ use jiff::Timestamp;
 use kube::api::{Api, Patch};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use opentelemetry::context::FutureExt as _;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use super::consistency::Freshness;
 use super::context::{Context, Memory};
@@ -149,10 +149,10 @@ async fn reconcile_once(
             return Ok(Action::await_change());
         }
     };
-    let trace = plan
-        .new_trigger
-        .as_ref()
-        .and_then(|new| ctx.tracer.trace(memory.trace.as_ref(), object, &namespace, new));
+    let trace = plan.new_trigger.as_ref().and_then(|new| {
+        ctx.tracer
+            .trace(memory.trace.as_ref(), object, &namespace, new)
+    });
     if trace.is_some() {
         // Kept before any write: if the status write fails, the retry continues this trace.
         memory.trace = trace.clone();
@@ -180,9 +180,9 @@ async fn reconcile_once(
             Some(trace) => {
                 let span = trace.child("write status");
                 let written = write_status(ctx, api, object, &old, &new)
-                    .with_context(span.clone())
+                    .instrument(span.clone())
                     .await;
-                end_child(&span, written.as_ref().err().map(ToString::to_string));
+                end_child(span, written.as_ref().err().map(ToString::to_string));
                 written
             }
             None => write_status(ctx, api, object, &old, &new).await,
@@ -198,7 +198,13 @@ async fn reconcile_once(
             ctx.metrics
                 .trigger(new_trigger, failure.is_none(), latency, trace_id.as_deref());
         }
-        log_trigger(&key, &plan, problem.as_ref(), acknowledged, trace_id.as_deref());
+        log_trigger(
+            &key,
+            &plan,
+            problem.as_ref(),
+            acknowledged,
+            trace_id.as_deref(),
+        );
         for (reason, note) in notice::after(&plan, &old, &new, problem.as_ref()) {
             send(ctx, object, reason, note);
         }
@@ -267,14 +273,14 @@ async fn apply(
         Some(trace) => {
             let span = trace.child("write target");
             let scaled = scale(ctx, &target, level.replicas, claim)
-                .with_context(span.clone())
+                .instrument(span.clone())
                 .await;
             let failure = match &scaled {
                 Ok(Ok(())) => None,
                 Ok(Err(problem)) => Some(problem.message.clone()),
                 Err(error) => Some(error.to_string()),
             };
-            end_child(&span, failure);
+            end_child(span, failure);
             scaled
         }
         None => scale(ctx, &target, level.replicas, claim).await,
@@ -397,7 +403,12 @@ fn log_trigger(
 
 fn send(ctx: &Context, object: &TidalScheduler, reason: Reason, note: String) {
     if ctx.gate.check().is_ok() {
-        ctx.events.send(&object.object_ref(&()), reason, note);
+        // With its resourceVersion (kube's object_ref leaves it out): Events about one
+        // version are counted as a series, a later version's are Events of their own —
+        // each trigger's, with its own note and trace id.
+        let mut regarding = object.object_ref(&());
+        regarding.resource_version = object.resource_version();
+        ctx.events.send(&regarding, reason, note);
     }
 }
 

@@ -4,6 +4,11 @@
 //! Kubernetes client sends the current span's `traceparent`, so the API server's spans
 //! join (see `telemetry::api`).
 //!
+//! The root is an OpenTelemetry span (it starts in the past, at the scheduled instant);
+//! the children are `tracing` spans bridged to OpenTelemetry (target
+//! [`SPANS`]): the client sends each request from a buffer task of its own, and only a
+//! `tracing` span follows the request there.
+//!
 //! A trigger whose status write fails stays open in the object's memory and the next
 //! attempt continues it: one trace per recorded trigger, whatever the retries.
 
@@ -14,8 +19,11 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
 
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+
 use super::plan::NewTrigger;
 use crate::api::{ApplyMode, TidalScheduler};
+use crate::telemetry::traces::SPANS;
 
 /// Starts trigger traces; without export (`None`), starts nothing and costs nothing.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +75,10 @@ impl TriggerTracer {
             KeyValue::new("tidal.catch_up", new.catch_up),
             KeyValue::new("tidal.superseded", new.superseded),
             KeyValue::new("tidal.apply", apply),
-            KeyValue::new("tidal.scheduler.name", object.metadata.name.clone().unwrap_or_default()),
+            KeyValue::new(
+                "tidal.scheduler.name",
+                object.metadata.name.clone().unwrap_or_default(),
+            ),
             KeyValue::new("k8s.namespace.name", namespace.to_owned()),
             KeyValue::new("faas.trigger", "timer"),
             KeyValue::new("faas.time", trigger.schedule_time.to_string()),
@@ -85,7 +96,6 @@ impl TriggerTracer {
                 context,
                 rule: trigger.rule.clone(),
                 schedule_time: trigger.schedule_time,
-                tracer: tracer.clone(),
             }),
         })
     }
@@ -103,7 +113,6 @@ struct Open {
     context: Context,
     rule: String,
     schedule_time: Timestamp,
-    tracer: SdkTracer,
 }
 
 impl Drop for Open {
@@ -130,15 +139,19 @@ impl TriggerTrace {
         context.is_sampled().then(|| context.trace_id().to_string())
     }
 
-    /// The context of a child span `name` (a client span: its requests carry it).
-    pub fn child(&self, name: &'static str) -> Context {
-        let span = self
-            .inner
-            .tracer
-            .span_builder(name)
-            .with_kind(SpanKind::Client)
-            .start_with_context(&self.inner.tracer, &self.inner.context);
-        self.inner.context.with_span(span)
+    /// A child span `name` (a client span: the requests made in it carry it).
+    pub fn child(&self, name: &'static str) -> tracing::Span {
+        let span = tracing::info_span!(
+            target: SPANS,
+            "write",
+            otel.name = name,
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        // Fails only for a span the bridge does not see (export off): nothing to join.
+        let _ = span.set_parent(self.inner.context.clone());
+        span
     }
 
     /// Ends the trace at `acknowledged` (the status write's acknowledgement) with the
@@ -148,7 +161,11 @@ impl TriggerTrace {
         let lateness = acknowledged.duration_since(self.inner.schedule_time);
         span.set_attribute(KeyValue::new(
             "tidal.result",
-            if failure.is_some() { "Failed" } else { "Succeeded" },
+            if failure.is_some() {
+                "Failed"
+            } else {
+                "Succeeded"
+            },
         ));
         span.set_attribute(KeyValue::new(
             "tidal.lateness_ms",
@@ -161,28 +178,22 @@ impl TriggerTrace {
     }
 }
 
-/// Ends the child span of `context` (the client layer has set the HTTP status code of
-/// its last response) with, on failure, its error.
-pub fn end_child(context: &Context, failure: Option<String>) {
-    let span = context.span();
+/// Ends the child `span` (the client layer has set the HTTP status code of its last
+/// response) with, on failure, its error.
+pub fn end_child(span: tracing::Span, failure: Option<String>) {
     if let Some(message) = failure {
-        span.set_status(Status::error(message));
+        span.record("otel.status_code", "ERROR");
+        span.record("otel.status_description", message.as_str());
     }
-    span.end();
 }
 
-/// Adds a `retry` event to the current span (a target write's): what failed and when
-/// the next attempt goes out.
+/// A `retry` event in the current span (a target write's): what failed and when the
+/// next attempt goes out; also a log line.
 pub fn retry_event(error: &dyn std::fmt::Display, after: std::time::Duration) {
-    let context = Context::current();
-    let span = context.span();
-    if span.is_recording() {
-        span.add_event(
-            "retry",
-            vec![
-                KeyValue::new("error", error.to_string()),
-                KeyValue::new("retry_in_ms", after.as_millis() as i64),
-            ],
-        );
-    }
+    tracing::info!(
+        target: SPANS,
+        error = %error,
+        retry_in_ms = after.as_millis() as u64,
+        "retry"
+    );
 }

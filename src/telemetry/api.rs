@@ -17,6 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// Labels of a request count.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -120,7 +121,12 @@ where
             verb: verb_of(&request),
             resource: resource_of(request.uri().path()),
         };
-        inject_trace_context(request.headers_mut());
+        // The `tracing` span the request was sent in (the client's buffer task enters
+        // it); its OpenTelemetry context, if export is on and it belongs to a trace.
+        let span = tracing::Span::current();
+        let context = span.context();
+        let traced = context.span().span_context().is_valid();
+        inject_trace_context(&context, request.headers_mut());
         let metrics = self.metrics.clone();
         let sent = Instant::now();
         let response = self.inner.call(request);
@@ -130,6 +136,12 @@ where
                 Ok(response) => response.status().as_u16().to_string(),
                 Err(_) => "error".to_owned(),
             };
+            if traced && let Ok(response) = &response {
+                span.set_attribute(
+                    "http.response.status_code",
+                    i64::from(response.status().as_u16()),
+                );
+            }
             metrics
                 .duration
                 .get_or_create(&route)
@@ -145,14 +157,13 @@ where
     }
 }
 
-/// Sets `traceparent` (and `tracestate`) from the current OpenTelemetry context, if it
-/// holds a span: nothing outside a trace.
-fn inject_trace_context(headers: &mut HeaderMap) {
-    let context = opentelemetry::Context::current();
+/// Sets `traceparent` (and `tracestate`) from `context`, if it holds a span: nothing
+/// outside a trace.
+fn inject_trace_context(context: &opentelemetry::Context, headers: &mut HeaderMap) {
     if !context.span().span_context().is_valid() {
         return;
     }
-    TraceContextPropagator::new().inject_context(&context, &mut HeaderInjector(headers));
+    TraceContextPropagator::new().inject_context(context, &mut HeaderInjector(headers));
 }
 
 struct HeaderInjector<'a>(&'a mut HeaderMap);
@@ -204,7 +215,10 @@ mod tests {
     #[test]
     fn paths_name_their_resource_and_subresource() {
         let cases = [
-            ("/apis/apps/v1/namespaces/n/deployments/web/scale", "deployments/scale"),
+            (
+                "/apis/apps/v1/namespaces/n/deployments/web/scale",
+                "deployments/scale",
+            ),
             ("/apis/apps/v1/namespaces/n/deployments/web", "deployments"),
             ("/apis/apps/v1/deployments", "deployments"),
             (
@@ -214,7 +228,10 @@ mod tests {
             ("/api/v1/namespaces/n/events", "events"),
             ("/api/v1/namespaces/n", "namespaces"),
             ("/api/v1/namespaces", "namespaces"),
-            ("/apis/coordination.k8s.io/v1/namespaces/n/leases/l", "leases"),
+            (
+                "/apis/coordination.k8s.io/v1/namespaces/n/leases/l",
+                "leases",
+            ),
             ("/apis", "other"),
             ("/version", "other"),
             ("/apis/apps/v1", "other"),
@@ -227,7 +244,7 @@ mod tests {
     #[test]
     fn outside_a_trace_no_traceparent_is_sent() {
         let mut headers = HeaderMap::new();
-        inject_trace_context(&mut headers);
+        inject_trace_context(&opentelemetry::Context::new(), &mut headers);
         assert!(headers.is_empty());
     }
 
@@ -242,9 +259,8 @@ mod tests {
             TraceState::default(),
         );
         let context = opentelemetry::Context::new().with_remote_span_context(span);
-        let _attached = context.attach();
         let mut headers = HeaderMap::new();
-        inject_trace_context(&mut headers);
+        inject_trace_context(&context, &mut headers);
         assert_eq!(
             headers["traceparent"],
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -184,10 +184,14 @@ impl SpanProcessor for BoundedBatch {
         let mut queue = self.shared.lock();
         if queue.closing {
             drop(queue);
-            self.dropped.get_or_create(&vec![("reason", "shutdown")]).inc();
+            self.dropped
+                .get_or_create(&vec![("reason", "shutdown")])
+                .inc();
         } else if queue.spans.len() >= self.settings.max_queue {
             drop(queue);
-            self.dropped.get_or_create(&vec![("reason", "queue_full")]).inc();
+            self.dropped
+                .get_or_create(&vec![("reason", "queue_full")])
+                .inc();
         } else {
             queue.spans.push_back(span);
             if queue.spans.len() >= self.settings.max_batch {

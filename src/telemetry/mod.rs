@@ -45,22 +45,47 @@ pub enum TelemetryError {
     Export(String),
 }
 
-/// Installs the global log subscriber; `default` filters when `RUST_LOG` is unset.
+/// Installs the global subscriber: log lines to stderr, filtered by `RUST_LOG` (`default`
+/// when unset); and, when trace export is on, the spans of target
+/// [`traces::SPANS`] (and the events inside them) as OpenTelemetry spans, whatever the
+/// log filter.
 pub fn init_logs(format: LogFormat, default: &str) -> Result<(), TelemetryError> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let filter = match std::env::var("RUST_LOG") {
         Ok(directives) if !directives.is_empty() => EnvFilter::try_new(directives)?,
         _ => EnvFilter::try_new(default)?,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let installed = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
+        LogFormat::Json => lines
             .json()
             .flatten_event(true)
             .with_current_span(false)
-            .try_init(),
+            .with_span_list(false)
+            .boxed(),
     };
-    installed.map_err(|error| TelemetryError::Install(error.to_string()))
+    let exporting = traces::ExportSettings::from_env(|name| std::env::var(name).ok())
+        .ok()
+        .flatten()
+        .is_some();
+    let spans = exporting.then(|| {
+        tracing_opentelemetry::layer()
+            .with_tracer(traces::GlobalTracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_level(false)
+            .with_tracked_inactivity(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
+                metadata.target() == traces::SPANS
+            }))
+    });
+    tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(spans)
+        .try_init()
+        .map_err(|error| TelemetryError::Install(error.to_string()))
 }

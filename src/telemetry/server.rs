@@ -57,12 +57,29 @@ async fn ready(State(shared): State<Shared>) -> impl IntoResponse {
     }
 }
 
-async fn export(State(shared): State<Shared>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        shared.metrics.encode(),
-    )
+/// OpenMetrics (with exemplars) to a scraper that accepts it, as Prometheus does; the
+/// classic text format otherwise (`curl`, `promtool check metrics`), as client_golang.
+async fn export(State(shared): State<Shared>, headers: axum::http::HeaderMap) -> impl IntoResponse {
+    let open_metrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|accept| accept.contains("application/openmetrics-text"));
+    if open_metrics {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            shared.metrics.encode(),
+        )
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            shared.metrics.encode_classic(),
+        )
+    }
 }

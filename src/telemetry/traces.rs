@@ -24,7 +24,29 @@ use super::batch::{BatchSettings, BoundedBatch, DroppedSpans};
 pub const SERVICE_NAME: &str = "tidal-scheduler";
 
 /// The instrumentation scope of every span.
-const SCOPE: &str = "tidal-scheduler";
+pub const SCOPE: &str = "tidal-scheduler";
+
+/// The `tracing` target of the spans (and events) exported as OpenTelemetry spans: the
+/// child spans of a trigger, whose context crosses the Kubernetes client's buffer task.
+pub const SPANS: &str = "tidal_scheduler::trace";
+
+/// The tracer of whatever provider is global when a span starts: the `tracing` bridge
+/// is installed with the log subscriber, before [`Traces::start`] sets the provider
+/// (`global::tracer` would bind the no-op provider of that moment for good).
+#[derive(Debug, Clone, Copy)]
+pub struct GlobalTracer;
+
+impl opentelemetry::trace::Tracer for GlobalTracer {
+    type Span = opentelemetry::global::BoxedSpan;
+
+    fn build_with_context(
+        &self,
+        builder: opentelemetry::trace::SpanBuilder,
+        parent_cx: &opentelemetry::Context,
+    ) -> Self::Span {
+        opentelemetry::global::tracer(SCOPE).build_with_context(builder, parent_cx)
+    }
+}
 
 /// Running trace export.
 #[derive(Debug)]
@@ -54,10 +76,13 @@ impl ExportSettings {
         if disabled || endpoint.is_none() {
             return Ok(None);
         }
-        let (variable, protocol) = ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"]
-            .into_iter()
-            .find_map(|name| set(name).map(|value| (name, value)))
-            .unwrap_or(("", "http/protobuf".to_owned()));
+        let (variable, protocol) = [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ]
+        .into_iter()
+        .find_map(|name| set(name).map(|value| (name, value)))
+        .unwrap_or(("", "http/protobuf".to_owned()));
         let protocol = match protocol.trim() {
             "http/protobuf" => Protocol::HttpBinary,
             "http/json" => Protocol::HttpJson,
@@ -94,12 +119,14 @@ impl Traces {
             exporter.set_resource(&exporter_resource);
             Ok(exporter)
         };
-        let processor = BoundedBatch::spawn(make, settings.batch, dropped)
-            .map_err(TelemetryError::Export)?;
+        let processor =
+            BoundedBatch::spawn(make, settings.batch, dropped).map_err(TelemetryError::Export)?;
         let provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
             .with_resource(resource)
             .build();
+        // For the tracing bridge installed with the log subscriber (`init_logs`).
+        opentelemetry::global::set_tracer_provider(provider.clone());
         Ok(Some(Traces { provider }))
     }
 
@@ -154,13 +181,21 @@ mod tests {
     #[test]
     fn without_an_endpoint_export_is_off() {
         assert_eq!(settings(&[]).unwrap(), None);
-        assert_eq!(settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]).unwrap(), None);
+        assert_eq!(
+            settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]).unwrap(),
+            None
+        );
     }
 
     #[test]
     fn either_endpoint_turns_export_on_with_protobuf_by_default() {
-        for name in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] {
-            let on = settings(&[(name, "http://collector:4318")]).unwrap().unwrap();
+        for name in [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ] {
+            let on = settings(&[(name, "http://collector:4318")])
+                .unwrap()
+                .unwrap();
             assert_eq!(on.protocol, Protocol::HttpBinary);
             assert_eq!(on.batch, BatchSettings::default());
         }

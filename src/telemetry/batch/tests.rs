@@ -156,7 +156,9 @@ fn shutdown_gives_up_on_a_black_holed_collector_within_its_timeout() {
     });
     end_spans(&setup.provider, 1);
     let started = Instant::now();
-    let result = setup.provider.shutdown_with_timeout(Duration::from_millis(200));
+    let result = setup
+        .provider
+        .shutdown_with_timeout(Duration::from_millis(200));
     assert!(result.is_err(), "{result:?}");
     assert!(started.elapsed() < WAIT);
     // Late spans are not queued behind the stuck export.

@@ -1,0 +1,326 @@
+//! A real Jaeger (v2, built by `provision.sh`) on loopback ports of its own, with
+//! in-memory storage: OTLP in over HTTP (what the controller exports) and gRPC (what
+//! kube-apiserver and etcd export), its query API out. One per test binary, shared with
+//! the control plane traced to it ([`traced_control_plane`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::cluster::{ControlPlane, provisioned_bin};
+use crate::http::{free_port, get_json};
+use crate::process::Process;
+
+/// A running Jaeger.
+pub struct Jaeger {
+    process: Process,
+    otlp_http: u16,
+    otlp_grpc: u16,
+    query: u16,
+}
+
+/// How long Jaeger gets to start.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Jaeger {
+    /// Starts Jaeger from `bin`, its config and log under `dir`; waits until its query
+    /// API answers.
+    pub fn start(bin: &Path, dir: &Path) -> Result<Jaeger, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        let (otlp_http, otlp_grpc, query, query_grpc) =
+            (free_port(), free_port(), free_port(), free_port());
+        let config = dir.join("jaeger.yaml");
+        std::fs::write(
+            &config,
+            config_text(otlp_http, otlp_grpc, query, query_grpc),
+        )
+        .map_err(|e| format!("write {}: {e}", config.display()))?;
+        let mut command = Command::new(bin.join("jaeger"));
+        command.arg(format!("--config=file:{}", config.display()));
+        let process = Process::spawn("jaeger", command, dir.join("jaeger.log"));
+        let mut jaeger = Jaeger {
+            process,
+            otlp_http,
+            otlp_grpc,
+            query,
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while get_json(&jaeger.query_address(), "/api/services").is_err() {
+            if jaeger.process.try_status().is_some() || Instant::now() > deadline {
+                return Err(format!(
+                    "Jaeger did not start; log:\n{}",
+                    jaeger.process.log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(jaeger)
+    }
+
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for OTLP/HTTP.
+    pub fn otlp_http_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.otlp_http)
+    }
+
+    /// `host:port` of OTLP/gRPC (kube-apiserver's and etcd's tracing configuration).
+    pub fn otlp_grpc_address(&self) -> String {
+        format!("127.0.0.1:{}", self.otlp_grpc)
+    }
+
+    /// `host:port` of the query API (and UI).
+    pub fn query_address(&self) -> String {
+        format!("127.0.0.1:{}", self.query)
+    }
+
+    /// The trace `id` (its spans and processes, as the query API returns it), or `None`
+    /// if Jaeger has no such trace.
+    pub fn trace(&self, id: &str) -> Option<Trace> {
+        let found = get_json(&self.query_address(), &format!("/api/traces/{id}")).ok()?;
+        let data = found["data"].as_array()?;
+        data.first().cloned().map(Trace)
+    }
+
+    /// Waits until Jaeger has the trace `id` and `complete` holds of it (spans of
+    /// several services arrive in several batches).
+    pub async fn wait_trace(&self, id: &str, complete: impl Fn(&Trace) -> bool) -> Trace {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let trace = self.trace(id);
+            if let Some(trace) = trace.as_ref().filter(|t| complete(t)) {
+                return trace.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Jaeger has no complete trace {id} after 60 s; it has: {:#?}",
+                trace.map(|t| t.0)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Every trace of `service` with a span named `operation` (up to `limit`).
+    pub fn traces(&self, service: &str, operation: &str, limit: usize) -> Vec<Trace> {
+        let path = format!(
+            "/api/traces?service={service}&operation={operation}&limit={limit}&lookback=24h"
+        );
+        get_json(&self.query_address(), &path)
+            .map(|found| {
+                found["data"]
+                    .as_array()
+                    .map(|traces| traces.iter().cloned().map(Trace).collect())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Everything Jaeger logged.
+    pub fn log(&self) -> String {
+        self.process.log()
+    }
+}
+
+/// A trace as Jaeger's query API returns it.
+#[derive(Debug, Clone)]
+pub struct Trace(pub Value);
+
+/// One span of a [`Trace`].
+#[derive(Debug, Clone, Copy)]
+pub struct Span<'a> {
+    trace: &'a Trace,
+    span: &'a Value,
+}
+
+impl Trace {
+    /// Its spans.
+    pub fn spans(&self) -> Vec<Span<'_>> {
+        self.0["spans"]
+            .as_array()
+            .map(|spans| {
+                spans
+                    .iter()
+                    .map(|span| Span { trace: self, span })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Its spans named `name`.
+    pub fn named(&self, name: &str) -> Vec<Span<'_>> {
+        self.spans()
+            .into_iter()
+            .filter(|span| span.name() == name)
+            .collect()
+    }
+
+    /// The one span named `name`; panics unless there is exactly one.
+    pub fn one(&self, name: &str) -> Span<'_> {
+        let named = self.named(name);
+        assert_eq!(named.len(), 1, "spans named {name}: {:#}", self.0);
+        named[0]
+    }
+
+    /// The spans whose parent is `parent`.
+    pub fn children_of(&self, parent: &Span<'_>) -> Vec<Span<'_>> {
+        self.spans()
+            .into_iter()
+            .filter(|span| span.parent_id().as_deref() == Some(parent.id()))
+            .collect()
+    }
+}
+
+impl<'a> Span<'a> {
+    /// The operation name.
+    pub fn name(&self) -> &'a str {
+        self.span["operationName"].as_str().unwrap_or_default()
+    }
+
+    /// The span id.
+    pub fn id(&self) -> &'a str {
+        self.span["spanID"].as_str().unwrap_or_default()
+    }
+
+    /// The parent span's id, if any.
+    pub fn parent_id(&self) -> Option<String> {
+        self.span["references"]
+            .as_array()?
+            .iter()
+            .find_map(|reference| {
+                (reference["refType"] == "CHILD_OF")
+                    .then(|| reference["spanID"].as_str().map(str::to_owned))
+                    .flatten()
+            })
+    }
+
+    /// Start, microseconds since the Unix epoch.
+    pub fn start_micros(&self) -> i64 {
+        self.span["startTime"].as_i64().unwrap_or_default()
+    }
+
+    /// Duration in microseconds.
+    pub fn duration_micros(&self) -> i64 {
+        self.span["duration"].as_i64().unwrap_or_default()
+    }
+
+    /// End, microseconds since the Unix epoch.
+    pub fn end_micros(&self) -> i64 {
+        self.start_micros() + self.duration_micros()
+    }
+
+    /// The value of tag (attribute) `key`.
+    pub fn tag(&self, key: &str) -> Option<&'a Value> {
+        find_tag(&self.span["tags"], key)
+    }
+
+    /// The events (Jaeger: logs) named `name`.
+    pub fn events(&self, name: &str) -> Vec<&'a Value> {
+        self.span["logs"]
+            .as_array()
+            .map(|logs| {
+                logs.iter()
+                    .filter(|log| find_tag(&log["fields"], "event") == Some(&Value::from(name)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The service that reported it.
+    pub fn service(&self) -> &'a str {
+        self.process()["serviceName"].as_str().unwrap_or_default()
+    }
+
+    /// The value of resource attribute `key` of its process.
+    pub fn resource(&self, key: &str) -> Option<&'a Value> {
+        find_tag(&self.process()["tags"], key)
+    }
+
+    fn process(&self) -> &'a Value {
+        let id = self.span["processID"].as_str().unwrap_or_default();
+        &self.trace.0["processes"][id]
+    }
+}
+
+fn find_tag<'a>(tags: &'a Value, key: &str) -> Option<&'a Value> {
+    tags.as_array()?
+        .iter()
+        .find(|tag| tag["key"] == key)
+        .map(|tag| &tag["value"])
+}
+
+fn config_text(otlp_http: u16, otlp_grpc: u16, query: u16, query_grpc: u16) -> String {
+    format!(
+        "service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{otlp_grpc}
+      http:
+        endpoint: 127.0.0.1:{otlp_http}
+extensions:
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+  jaeger_query:
+    storage:
+      traces: memstore
+    grpc:
+      endpoint: 127.0.0.1:{query_grpc}
+    http:
+      endpoint: 127.0.0.1:{query}
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+"
+    )
+}
+
+/// This test binary's Jaeger, started on first use.
+pub fn jaeger() -> &'static Jaeger {
+    static SHARED: OnceLock<Result<Jaeger, String>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| {
+        let bin = provisioned_bin()?;
+        Jaeger::start(&bin, &scratch("jaeger"))
+    });
+    match shared {
+        Ok(jaeger) => jaeger,
+        Err(e) => panic!("no Jaeger for the tests: {e}"),
+    }
+}
+
+/// This test binary's control plane whose kube-apiserver and etcd trace to [`jaeger`].
+pub fn traced_control_plane() -> &'static ControlPlane {
+    static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+    let shared = SHARED.get_or_init(|| {
+        let endpoint = jaeger().otlp_grpc_address();
+        ControlPlane::start_traced(&scratch("control-plane"), Some(&endpoint))
+    });
+    match shared {
+        Ok(control_plane) => control_plane,
+        Err(e) => panic!("no traced control plane for the tests: {e}"),
+    }
+}
+
+/// A directory under target/tmp for this test binary's `what`.
+fn scratch(what: &str) -> PathBuf {
+    let binary = std::env::current_exe().expect("current_exe");
+    let binary = binary
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("tests");
+    crate::target_tmpdir().join(format!("{what}-{binary}-{}", std::process::id()))
+}
