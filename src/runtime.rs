@@ -39,7 +39,7 @@ use crate::election::{
 use crate::task::{self, Task, TaskEnded};
 use crate::telemetry::TelemetryError;
 use crate::telemetry::api::{ApiMetrics, ApiProbe};
-use crate::telemetry::batch;
+use crate::telemetry::batch::SpanMetrics;
 use crate::telemetry::metrics::{self, Metrics};
 use crate::telemetry::server::{self, Readiness};
 use crate::telemetry::traces::Traces;
@@ -128,7 +128,7 @@ impl Runtime {
             ControllerMetrics::register(&mut registry, options.per_object_metrics);
         let clock_metrics = ClockMetrics::register(&mut registry);
         let api_metrics = ApiMetrics::register(&mut registry);
-        let traces = Traces::start(&options.identity, batch::register_dropped(&mut registry))?;
+        let traces = Traces::start(&options.identity, SpanMetrics::register(&mut registry))?;
         if traces.is_some() {
             tracing::info!("exporting a trace per trigger over OTLP");
         }

@@ -2,6 +2,8 @@
 //! spans under the status write), the controller's metrics scraped by a real Prometheus,
 //! and export that never hurts the triggers when the collector is down or black-holed.
 
+use std::time::Duration;
+
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -13,7 +15,7 @@ use common::fixtures::deployment;
 use common::jaeger::{Span, Trace, jaeger, traced_control_plane};
 use common::process::Process;
 use common::prometheus::{Prometheus, promtool};
-use common::replicas::{ALTERNATING, http_get, metrics_address};
+use common::replicas::{ALTERNATING, http_get, metrics_address, wait_holder};
 use common::tide::{
     TEST_LEASE, create, manifest, start_replica_env, status, wait_event, wait_status,
 };
@@ -246,4 +248,223 @@ async fn every_trigger_has_one_trace_from_its_instant_to_the_status_write() {
 async fn metrics_address_when_serving(process: &Process) -> String {
     common::tide::wait_logged(process, "serving /healthz, /readyz and /metrics").await;
     metrics_address(process)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_sigkill_the_catch_up_trace_comes_from_the_new_leader() {
+    let env = TestEnv::on(traced_control_plane()).await;
+    create_scaled_web(&env).await;
+    let mut first = start_traced(&env, "first", &[]);
+    wait_holder(&env, "first leader", |holder| holder == "first").await;
+    let second = start_traced(&env, "second", &[]);
+    wait_status(&env, "web", "two triggers", |s| s.history.len() >= 2).await;
+    first.signal("KILL");
+    first.wait(Duration::from_secs(10));
+    let caught_up = wait_status(&env, "web", "a catch-up by the successor", |s| {
+        s.history.first().is_some_and(|e| e.catch_up) && s.history.len() > 2
+    })
+    .await;
+    let entry = status(&caught_up).history[0].clone();
+    assert!(
+        entry.superseded >= 1,
+        "the failover outlasts an instant: {entry:?}"
+    );
+    let id = entry.trace_id.as_deref().expect("traced");
+    let trace = jaeger().wait_trace(id, has_all_spans).await;
+    let root = trace.one("trigger");
+    assert_eq!(root.resource("service.instance.id"), Some(&json!("second")));
+    assert_eq!(root.tag("tidal.catch_up"), Some(&json!(true)));
+    assert_eq!(root.tag("tidal.superseded"), Some(&json!(entry.superseded)));
+    check_trace(&trace, &entry, &env.namespace, "second");
+    drop(second);
+}
+
+/// Creates `count` TidalSchedulers firing every second (Status mode, one Deployment).
+async fn create_every_second(env: &TestEnv, count: usize) {
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &deployment("web"))
+        .await
+        .expect("create Deployment web");
+    for i in 0..count {
+        let rules = [("tick", "CRON_TZ=UTC * * * * * *", 1)];
+        let mut manifest = manifest(
+            &format!("t{i}"),
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &rules,
+        );
+        manifest["spec"]["historyLimit"] = json!(100);
+        create(env, manifest).await;
+    }
+}
+
+/// Resident memory of `process`, in bytes.
+fn rss(process: &Process) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", process.pid())).expect("status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+/// The value of the metric sample `name` (labels included) in `process`'s /metrics.
+fn sample(process: &Process, name: &str) -> f64 {
+    let (_, body) = http_get(process, "/metrics");
+    body.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Runs 20 objects firing every second for 15 s against a collector at `endpoint` that
+/// never takes a span; checks that every trigger stays on time, the span queue stays
+/// within its bound, memory stays flat, and the loss is counted as `reason`.
+async fn triggers_stay_on_time_with_a_collector_at(endpoint: &str, reason: &str) {
+    const OBJECTS: usize = 20;
+    const QUEUE: usize = 50;
+    let env = TestEnv::on(traced_control_plane()).await;
+    create_every_second(&env, OBJECTS).await;
+    let queue = QUEUE.to_string();
+    let controller = start_replica_env(
+        &env,
+        "lonely",
+        &TEST_LEASE,
+        env.control_plane().kubeconfig(),
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", &queue),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    metrics_address_when_serving(&controller).await;
+    let triggers = |process: &Process| {
+        sample(
+            process,
+            "tidal_scheduler_triggers_total{result=\"Succeeded\",kind=\"on_time\"}",
+        )
+    };
+    let mut early = None;
+    let mut most_queued = 0.0f64;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while triggers(&controller) < 300.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "300 triggers took over 90 s"
+        );
+        most_queued = most_queued.max(sample(&controller, "tidal_scheduler_spans_queued"));
+        if early.is_none() && triggers(&controller) >= 100.0 {
+            early = Some(rss(&controller));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let late = rss(&controller);
+    let early = early.expect("an RSS sample after 100 triggers");
+    assert!(most_queued <= QUEUE as f64, "{most_queued} spans queued");
+    let dropped = sample(
+        &controller,
+        &format!("tidal_scheduler_spans_dropped_total{{reason=\"{reason}\"}}"),
+    );
+    assert!(dropped > 0.0, "no span dropped for {reason}");
+    assert!(
+        late < early + 32 * 1024 * 1024,
+        "RSS grew from {early} to {late} bytes between trigger 100 and 300"
+    );
+    for i in 0..OBJECTS {
+        let object = env
+            .api::<TidalScheduler>()
+            .get(&format!("t{i}"))
+            .await
+            .expect("get");
+        for entry in status(&object).history.iter().filter(|e| !e.catch_up) {
+            let late_by = entry.execution_time.0.duration_since(entry.schedule_time.0);
+            assert!(
+                late_by < jiff::SignedDuration::from_secs(1) && entry.superseded == 0,
+                "t{i}: a late trigger with the collector down: {entry:?}"
+            );
+        }
+        // History is newest first; the oldest entry is the catch-up at start-up.
+        let history = &status(&object).history;
+        let missed = history.iter().rev().skip(1).filter(|e| e.catch_up).count();
+        assert_eq!(
+            missed, 0,
+            "t{i}: a trigger was caught up, not fired on time: {history:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreachable_collector_never_delays_a_trigger() {
+    let closed = format!("http://127.0.0.1:{}", common::http::free_port());
+    triggers_stay_on_time_with_a_collector_at(&closed, "export_failed").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_black_holed_collector_never_delays_a_trigger() {
+    // Accepts every connection and never answers.
+    let hole = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", hole.local_addr().expect("address"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in hole.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    triggers_stay_on_time_with_a_collector_at(&endpoint, "queue_full").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_right_after_a_trigger_still_exports_its_span() {
+    let env = TestEnv::on(traced_control_plane()).await;
+    create_scaled_web(&env).await;
+    // Nothing is exported before the flush at exit.
+    let mut controller = start_traced(&env, "leaving", &[("OTEL_BSP_SCHEDULE_DELAY", "600000")]);
+    let first = wait_status(&env, "web", "a trigger", |s| !s.history.is_empty()).await;
+    controller.signal("TERM");
+    let id = status(&first).history[0].trace_id.clone().expect("traced");
+    assert!(controller.wait(Duration::from_secs(30)).success());
+    let trace = jaeger()
+        .wait_trace(&id, |t| !t.named("trigger").is_empty())
+        .await;
+    assert_eq!(
+        trace.one("trigger").resource("service.instance.id"),
+        Some(&json!("leaving"))
+    );
+}
+
+/// The names of `process`'s threads.
+fn threads(process: &Process) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{}/task", process.pid()))
+        .expect("tasks")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_an_endpoint_nothing_is_exported_and_no_exporter_runs() {
+    let env = TestEnv::on(traced_control_plane()).await;
+    create_scaled_web(&env).await;
+    let quiet = start_replica_env(
+        &env,
+        "quiet",
+        &TEST_LEASE,
+        env.control_plane().kubeconfig(),
+        &[],
+    );
+    let traced = wait_status(&env, "web", "two triggers", |s| s.history.len() >= 2).await;
+    assert!(
+        status(&traced).history.iter().all(|e| e.trace_id.is_none()),
+        "no trace id without export: {:?}",
+        status(&traced).history
+    );
+    let names = threads(&quiet);
+    assert!(!names.iter().any(|n| n == "span-export"), "{names:?}");
+    let exporting = start_traced(&env, "exporting", &[]);
+    metrics_address_when_serving(&exporting).await;
+    assert!(threads(&exporting).iter().any(|n| n == "span-export"));
 }

@@ -22,7 +22,7 @@ use super::notice;
 use super::plan::{self, ApplyProblem, Outcome, Plan};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
-use super::trace::{TriggerTrace, end_child};
+use super::trace::TriggerTrace;
 use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus};
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
@@ -166,29 +166,35 @@ async fn reconcile_once(
     warnings.splice(0..0, valid.warnings);
 
     let trace_id = trace.as_ref().and_then(TriggerTrace::trace_id);
+    // executionTime: the instant the status write starts (its span starts there too).
+    let execution = ctx.clock.now();
     let outcome = Outcome {
         generation,
         history_limit: object.spec.history_limit,
         warnings: &warnings,
         problem: problem.as_ref(),
-        now: ctx.clock.now(),
+        now: execution,
         trace_id: trace_id.as_deref(),
     };
     let new = plan::status_after(&old, &plan, outcome);
     if new != old {
-        let written = match &trace {
-            Some(trace) => {
-                let span = trace.child("write status");
-                let written = write_status(ctx, api, object, &old, &new)
-                    .instrument(span.clone())
-                    .await;
-                end_child(span, written.as_ref().err().map(ToString::to_string));
-                written
-            }
-            None => write_status(ctx, api, object, &old, &new).await,
-        };
-        written?;
+        let span = trace
+            .as_ref()
+            .map(|trace| trace.child("write status", execution));
+        let written = write_status(ctx, api, object, &old, &new)
+            .instrument(
+                span.as_ref()
+                    .map_or_else(tracing::Span::none, |s| s.carrier()),
+            )
+            .await;
         let acknowledged = ctx.clock.now();
+        if let Some(span) = span {
+            span.end(
+                acknowledged,
+                written.as_ref().err().map(ToString::to_string),
+            );
+        }
+        written?;
         if let Some(new_trigger) = &plan.new_trigger {
             let failure = problem.as_ref().map(|problem| problem.message.as_str());
             if let Some(trace) = memory.trace.take() {
@@ -269,22 +275,21 @@ async fn apply(
         return Ok((None, warnings));
     }
     let claim = memory.claimed.as_deref() != Some(target.id().as_str());
-    let scaled = match trace {
-        Some(trace) => {
-            let span = trace.child("write target");
-            let scaled = scale(ctx, &target, level.replicas, claim)
-                .instrument(span.clone())
-                .await;
-            let failure = match &scaled {
-                Ok(Ok(())) => None,
-                Ok(Err(problem)) => Some(problem.message.clone()),
-                Err(error) => Some(error.to_string()),
-            };
-            end_child(span, failure);
-            scaled
-        }
-        None => scale(ctx, &target, level.replicas, claim).await,
-    };
+    let span = trace.map(|trace| trace.child("write target", ctx.clock.now()));
+    let scaled = scale(ctx, &target, level.replicas, claim)
+        .instrument(
+            span.as_ref()
+                .map_or_else(tracing::Span::none, |s| s.carrier()),
+        )
+        .await;
+    if let Some(span) = span {
+        let failure = match &scaled {
+            Ok(Ok(())) => None,
+            Ok(Err(problem)) => Some(problem.message.clone()),
+            Err(error) => Some(error.to_string()),
+        };
+        span.end(ctx.clock.now(), failure);
+    }
     match scaled? {
         Ok(()) => {
             memory.applied = Some(level.replicas);

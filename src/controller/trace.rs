@@ -4,10 +4,11 @@
 //! Kubernetes client sends the current span's `traceparent`, so the API server's spans
 //! join (see `telemetry::api`).
 //!
-//! The root is an OpenTelemetry span (it starts in the past, at the scheduled instant);
-//! the children are `tracing` spans bridged to OpenTelemetry (target
-//! [`SPANS`]): the client sends each request from a buffer task of its own, and only a
-//! `tracing` span follows the request there.
+//! Every span's instants are given, not observed: the root starts at the scheduled
+//! instant, the status write at the history entry's `executionTime`, and both end at the
+//! write's acknowledgement — so the root's duration is exactly `executionTime −
+//! scheduleTime` plus the status write. A write runs inside its span's
+//! [`carrier`](crate::telemetry::carrier) so that its requests carry it.
 //!
 //! A trigger whose status write fails stays open in the object's memory and the next
 //! attempt continues it: one trace per recorded trigger, whatever the retries.
@@ -19,11 +20,9 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
 
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-
 use super::plan::NewTrigger;
 use crate::api::{ApplyMode, TidalScheduler};
-use crate::telemetry::traces::SPANS;
+use crate::telemetry::carrier::{carried, carry};
 
 /// Starts trigger traces; without export (`None`), starts nothing and costs nothing.
 #[derive(Debug, Clone, Default)]
@@ -96,6 +95,7 @@ impl TriggerTracer {
                 context,
                 rule: trigger.rule.clone(),
                 schedule_time: trigger.schedule_time,
+                tracer: tracer.clone(),
             }),
         })
     }
@@ -113,6 +113,7 @@ struct Open {
     context: Context,
     rule: String,
     schedule_time: Timestamp,
+    tracer: SdkTracer,
 }
 
 impl Drop for Open {
@@ -139,19 +140,19 @@ impl TriggerTrace {
         context.is_sampled().then(|| context.trace_id().to_string())
     }
 
-    /// A child span `name` (a client span: the requests made in it carry it).
-    pub fn child(&self, name: &'static str) -> tracing::Span {
-        let span = tracing::info_span!(
-            target: SPANS,
-            "write",
-            otel.name = name,
-            otel.kind = "client",
-            otel.status_code = tracing::field::Empty,
-            otel.status_description = tracing::field::Empty,
-        );
-        // Fails only for a span the bridge does not see (export off): nothing to join.
-        let _ = span.set_parent(self.inner.context.clone());
-        span
+    /// A child span `name` started at `start` (a client span: the requests made in its
+    /// [`Child::carrier`] carry it).
+    pub fn child(&self, name: &'static str, start: Timestamp) -> Child {
+        let span = self
+            .inner
+            .tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .with_start_time(SystemTime::from(start))
+            .start_with_context(&self.inner.tracer, &self.inner.context);
+        Child {
+            context: self.inner.context.with_span(span),
+        }
     }
 
     /// Ends the trace at `acknowledged` (the status write's acknowledgement) with the
@@ -178,22 +179,40 @@ impl TriggerTrace {
     }
 }
 
-/// Ends the child `span` (the client layer has set the HTTP status code of its last
-/// response) with, on failure, its error.
-pub fn end_child(span: tracing::Span, failure: Option<String>) {
-    if let Some(message) = failure {
-        span.record("otel.status_code", "ERROR");
-        span.record("otel.status_description", message.as_str());
+/// A child span of a trigger's trace: the target write or the status write.
+#[derive(Debug)]
+pub struct Child {
+    context: Context,
+}
+
+impl Child {
+    /// The `tracing` span to run the write in, so that its requests carry this span.
+    pub fn carrier(&self) -> tracing::Span {
+        carry(self.context.clone())
+    }
+
+    /// Ends the span at `at` (the client layer has set the HTTP status code of its last
+    /// response) with, on failure, its error.
+    pub fn end(self, at: Timestamp, failure: Option<String>) {
+        let span = self.context.span();
+        if let Some(message) = failure {
+            span.set_status(Status::error(message));
+        }
+        span.end_with_timestamp(SystemTime::from(at));
     }
 }
 
-/// A `retry` event in the current span (a target write's): what failed and when the
-/// next attempt goes out; also a log line.
+/// A `retry` event on the span the current write carries (a target write's): what
+/// failed and when the next attempt goes out.
 pub fn retry_event(error: &dyn std::fmt::Display, after: std::time::Duration) {
-    tracing::info!(
-        target: SPANS,
-        error = %error,
-        retry_in_ms = after.as_millis() as u64,
-        "retry"
-    );
+    tracing::debug!(%error, retry_in_ms = after.as_millis() as u64, "retrying a write");
+    if let Some(context) = carried() {
+        context.span().add_event(
+            "retry",
+            vec![
+                KeyValue::new("error", error.to_string()),
+                KeyValue::new("retry_in_ms", after.as_millis() as i64),
+            ],
+        );
+    }
 }

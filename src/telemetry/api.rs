@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use super::carrier::carried;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use opentelemetry::propagation::{Injector, TextMapPropagator as _};
 use opentelemetry::trace::TraceContextExt as _;
@@ -17,7 +18,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tower::{Layer, Service};
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// Labels of a request count.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -121,12 +121,11 @@ where
             verb: verb_of(&request),
             resource: resource_of(request.uri().path()),
         };
-        // The `tracing` span the request was sent in (the client's buffer task enters
-        // it); its OpenTelemetry context, if export is on and it belongs to a trace.
-        let span = tracing::Span::current();
-        let context = span.context();
-        let traced = context.span().span_context().is_valid();
-        inject_trace_context(&context, request.headers_mut());
+        // The trace context the request's caller carries, if any (see `carrier`).
+        let context = carried();
+        if let Some(context) = &context {
+            inject_trace_context(context, request.headers_mut());
+        }
         let metrics = self.metrics.clone();
         let sent = Instant::now();
         let response = self.inner.call(request);
@@ -136,11 +135,11 @@ where
                 Ok(response) => response.status().as_u16().to_string(),
                 Err(_) => "error".to_owned(),
             };
-            if traced && let Ok(response) = &response {
-                span.set_attribute(
+            if let (Some(context), Ok(response)) = (&context, &response) {
+                context.span().set_attribute(opentelemetry::KeyValue::new(
                     "http.response.status_code",
                     i64::from(response.status().as_u16()),
-                );
+                ));
             }
             metrics
                 .duration

@@ -17,20 +17,43 @@ use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 
-/// Why spans were dropped (the label `reason` of `spans_dropped_total`).
-pub type DroppedSpans = Family<Vec<(&'static str, &'static str)>, Counter>;
+/// The queue's metrics: `spans_dropped_total{reason}` (`queue_full`, `export_failed`,
+/// `shutdown`) and `spans_queued`; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct SpanMetrics {
+    dropped: Family<Vec<(&'static str, &'static str)>, Counter>,
+    queued: Gauge,
+}
 
-/// Registers `spans_dropped_total{reason}` on `registry`: `queue_full`,
-/// `export_failed`, `shutdown`.
-pub fn register_dropped(registry: &mut prometheus_client::registry::Registry) -> DroppedSpans {
-    let dropped = DroppedSpans::default();
-    registry.register(
-        "spans_dropped",
-        "Trace spans not exported, by reason (queue_full, export_failed, shutdown)",
-        dropped.clone(),
-    );
-    dropped
+impl SpanMetrics {
+    /// Registers the queue's metrics on `registry`.
+    pub fn register(registry: &mut prometheus_client::registry::Registry) -> SpanMetrics {
+        let metrics = SpanMetrics::default();
+        registry.register(
+            "spans_dropped",
+            "Trace spans not exported, by reason (queue_full, export_failed, shutdown)",
+            metrics.dropped.clone(),
+        );
+        registry.register(
+            "spans_queued",
+            "Trace spans waiting for export (at most OTEL_BSP_MAX_QUEUE_SIZE)",
+            metrics.queued.clone(),
+        );
+        metrics
+    }
+
+    fn drop_spans(&self, reason: &'static str, count: u64) {
+        self.dropped
+            .get_or_create(&vec![("reason", reason)])
+            .inc_by(count);
+    }
+
+    /// Spans dropped so far for `reason`.
+    pub fn dropped(&self, reason: &'static str) -> u64 {
+        self.dropped.get_or_create(&vec![("reason", reason)]).get()
+    }
 }
 
 /// How the queue is bounded and drained (`OTEL_BSP_*` settings).
@@ -109,18 +132,18 @@ impl Shared {
 pub struct BoundedBatch {
     shared: Arc<Shared>,
     settings: BatchSettings,
-    dropped: DroppedSpans,
+    metrics: SpanMetrics,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl BoundedBatch {
     /// Starts the exporting thread, which builds its exporter with `make` (on the thread:
     /// a blocking HTTP client must not be built or dropped inside the async runtime);
-    /// drops are counted on `dropped`. Fails if the thread or the exporter cannot start.
+    /// drops are counted on `metrics`. Fails if the thread or the exporter cannot start.
     pub fn spawn<E, F>(
         make: F,
         settings: BatchSettings,
-        dropped: DroppedSpans,
+        metrics: SpanMetrics,
     ) -> Result<BoundedBatch, String>
     where
         E: SpanExporter + 'static,
@@ -130,7 +153,7 @@ impl BoundedBatch {
         let worker = Worker {
             shared: shared.clone(),
             settings,
-            dropped: dropped.clone(),
+            metrics: metrics.clone(),
         };
         let (started, outcome) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
@@ -149,7 +172,7 @@ impl BoundedBatch {
             Ok(Ok(())) => Ok(BoundedBatch {
                 shared,
                 settings,
-                dropped,
+                metrics,
                 thread: Mutex::new(Some(thread)),
             }),
             Ok(Err(error)) => Err(error),
@@ -184,16 +207,13 @@ impl SpanProcessor for BoundedBatch {
         let mut queue = self.shared.lock();
         if queue.closing {
             drop(queue);
-            self.dropped
-                .get_or_create(&vec![("reason", "shutdown")])
-                .inc();
+            self.metrics.drop_spans("shutdown", 1);
         } else if queue.spans.len() >= self.settings.max_queue {
             drop(queue);
-            self.dropped
-                .get_or_create(&vec![("reason", "queue_full")])
-                .inc();
+            self.metrics.drop_spans("queue_full", 1);
         } else {
             queue.spans.push_back(span);
+            self.metrics.queued.set(queue.spans.len() as i64);
             if queue.spans.len() >= self.settings.max_batch {
                 self.shared.work.notify_one();
             }
@@ -233,7 +253,7 @@ const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 struct Worker {
     shared: Arc<Shared>,
     settings: BatchSettings,
-    dropped: DroppedSpans,
+    metrics: SpanMetrics,
 }
 
 impl Worker {
@@ -244,9 +264,7 @@ impl Worker {
             if !batch.is_empty() {
                 let count = batch.len() as u64;
                 if let Err(error) = futures::executor::block_on(exporter.export(batch)) {
-                    self.dropped
-                        .get_or_create(&vec![("reason", "export_failed")])
-                        .inc_by(count);
+                    self.metrics.drop_spans("export_failed", count);
                     tracing::debug!(%error, spans = count, "exporting spans failed");
                 }
             }
@@ -282,6 +300,7 @@ impl Worker {
             {
                 let take = queue.spans.len().min(self.settings.max_batch);
                 let batch = queue.spans.drain(..take).collect();
+                self.metrics.queued.set(queue.spans.len() as i64);
                 return (batch, flush, queue.closing);
             }
             queue = match self.shared.work.wait_timeout(queue, left) {

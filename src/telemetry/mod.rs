@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod carrier;
 pub mod metrics;
 pub mod server;
 pub mod traces;
@@ -46,9 +47,8 @@ pub enum TelemetryError {
 }
 
 /// Installs the global subscriber: log lines to stderr, filtered by `RUST_LOG` (`default`
-/// when unset); and, when trace export is on, the spans of target
-/// [`traces::SPANS`] (and the events inside them) as OpenTelemetry spans, whatever the
-/// log filter.
+/// when unset); and, when trace export is on, the [`carrier::Carrier`] of trace contexts
+/// into API requests, whatever the log filter.
 pub fn init_logs(format: LogFormat, default: &str) -> Result<(), TelemetryError> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -72,20 +72,14 @@ pub fn init_logs(format: LogFormat, default: &str) -> Result<(), TelemetryError>
         .ok()
         .flatten()
         .is_some();
-    let spans = exporting.then(|| {
-        tracing_opentelemetry::layer()
-            .with_tracer(traces::GlobalTracer)
-            .with_location(false)
-            .with_threads(false)
-            .with_level(false)
-            .with_tracked_inactivity(false)
-            .with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
-                metadata.target() == traces::SPANS
-            }))
+    let carrier = exporting.then(|| {
+        carrier::Carrier.with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
+            metadata.target() == traces::SPANS
+        }))
     });
     tracing_subscriber::registry()
         .with(lines.with_filter(filter))
-        .with(spans)
+        .with(carrier)
         .try_init()
         .map_err(|error| TelemetryError::Install(error.to_string()))
 }

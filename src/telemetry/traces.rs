@@ -18,7 +18,7 @@ use opentelemetry_sdk::resource::{EnvResourceDetector, TelemetryResourceDetector
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanExporter as _};
 
 use super::TelemetryError;
-use super::batch::{BatchSettings, BoundedBatch, DroppedSpans};
+use super::batch::{BatchSettings, BoundedBatch, SpanMetrics};
 
 /// The default `service.name`.
 pub const SERVICE_NAME: &str = "tidal-scheduler";
@@ -26,27 +26,9 @@ pub const SERVICE_NAME: &str = "tidal-scheduler";
 /// The instrumentation scope of every span.
 pub const SCOPE: &str = "tidal-scheduler";
 
-/// The `tracing` target of the spans (and events) exported as OpenTelemetry spans: the
-/// child spans of a trigger, whose context crosses the Kubernetes client's buffer task.
+/// The `tracing` target of the spans that carry a trace context into API requests (see
+/// [`carrier`](super::carrier)).
 pub const SPANS: &str = "tidal_scheduler::trace";
-
-/// The tracer of whatever provider is global when a span starts: the `tracing` bridge
-/// is installed with the log subscriber, before [`Traces::start`] sets the provider
-/// (`global::tracer` would bind the no-op provider of that moment for good).
-#[derive(Debug, Clone, Copy)]
-pub struct GlobalTracer;
-
-impl opentelemetry::trace::Tracer for GlobalTracer {
-    type Span = opentelemetry::global::BoxedSpan;
-
-    fn build_with_context(
-        &self,
-        builder: opentelemetry::trace::SpanBuilder,
-        parent_cx: &opentelemetry::Context,
-    ) -> Self::Span {
-        opentelemetry::global::tracer(SCOPE).build_with_context(builder, parent_cx)
-    }
-}
 
 /// Running trace export.
 #[derive(Debug)]
@@ -102,8 +84,8 @@ impl ExportSettings {
 
 impl Traces {
     /// Starts export as the environment asks, for the replica `identity`; `None` when
-    /// export is off. Spans dropped (queue full, export failed) are counted on `dropped`.
-    pub fn start(identity: &str, dropped: DroppedSpans) -> Result<Option<Traces>, TelemetryError> {
+    /// export is off. The queue is measured on `metrics`.
+    pub fn start(identity: &str, metrics: SpanMetrics) -> Result<Option<Traces>, TelemetryError> {
         let Some(settings) = ExportSettings::from_env(|name| std::env::var(name).ok())? else {
             return Ok(None);
         };
@@ -120,13 +102,11 @@ impl Traces {
             Ok(exporter)
         };
         let processor =
-            BoundedBatch::spawn(make, settings.batch, dropped).map_err(TelemetryError::Export)?;
+            BoundedBatch::spawn(make, settings.batch, metrics).map_err(TelemetryError::Export)?;
         let provider = SdkTracerProvider::builder()
             .with_span_processor(processor)
             .with_resource(resource)
             .build();
-        // For the tracing bridge installed with the log subscriber (`init_logs`).
-        opentelemetry::global::set_tracer_provider(provider.clone());
         Ok(Some(Traces { provider }))
     }
 

@@ -31,7 +31,7 @@ struct Setup {
     provider: SdkTracerProvider,
     started: mpsc::Receiver<usize>,
     batches: mpsc::Receiver<Vec<SpanData>>,
-    dropped: DroppedSpans,
+    metrics: SpanMetrics,
 }
 
 fn setup(settings: BatchSettings) -> Setup {
@@ -43,8 +43,8 @@ fn setup(settings: BatchSettings) -> Setup {
         release: Mutex::new(release_rx),
         batches: batches_tx,
     };
-    let dropped = DroppedSpans::default();
-    let processor = BoundedBatch::spawn(move || Ok(exporter), settings, dropped.clone()).unwrap();
+    let metrics = SpanMetrics::default();
+    let processor = BoundedBatch::spawn(move || Ok(exporter), settings, metrics.clone()).unwrap();
     let provider = SdkTracerProvider::builder()
         .with_span_processor(processor)
         .build();
@@ -53,7 +53,7 @@ fn setup(settings: BatchSettings) -> Setup {
         started,
         release,
         batches,
-        dropped,
+        metrics,
     }
 }
 
@@ -62,10 +62,6 @@ fn end_spans(provider: &SdkTracerProvider, count: usize) {
     for _ in 0..count {
         tracer.start("s").end();
     }
-}
-
-fn dropped(dropped: &DroppedSpans, reason: &'static str) -> u64 {
-    dropped.get_or_create(&vec![("reason", reason)]).get()
 }
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -106,7 +102,8 @@ fn a_blocked_collector_fills_the_queue_and_further_spans_are_counted_as_dropped(
     // The thread took the first span and is stuck exporting it.
     assert_eq!(setup.started.recv_timeout(WAIT).unwrap(), 1);
     end_spans(&setup.provider, 10);
-    assert_eq!(dropped(&setup.dropped, "queue_full"), 6);
+    assert_eq!(setup.metrics.dropped("queue_full"), 6);
+    assert_eq!(setup.metrics.queued.get(), 4);
     for _ in 0..5 {
         setup.release.send(()).unwrap();
     }
@@ -127,7 +124,7 @@ fn a_failed_export_counts_its_spans_as_dropped() {
     end_spans(&setup.provider, 2);
     assert_eq!(setup.started.recv_timeout(WAIT).unwrap(), 2);
     let deadline = Instant::now() + WAIT;
-    while dropped(&setup.dropped, "export_failed") < 2 {
+    while setup.metrics.dropped("export_failed") < 2 {
         assert!(Instant::now() < deadline, "the failure was not counted");
         std::thread::sleep(Duration::from_millis(1));
     }
