@@ -468,3 +468,73 @@ async fn without_an_endpoint_nothing_is_exported_and_no_exporter_runs() {
     metrics_address_when_serving(&exporting).await;
     assert!(threads(&exporting).iter().any(|n| n == "span-export"));
 }
+
+/// The queries of `deploy/monitoring/grafana-dashboard.json`: `(panel title, PromQL)`,
+/// with Grafana's `$__rate_interval` as 30 s.
+fn dashboard_queries() -> Vec<(String, String)> {
+    let path = std::path::Path::new(common::cluster::REPO)
+        .join("deploy/monitoring/grafana-dashboard.json");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON");
+    let mut queries = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        let title = panel["title"].as_str().expect("title").to_owned();
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("expr");
+            queries.push((title.clone(), expr.replace("$__rate_interval", "30s")));
+        }
+    }
+    queries
+}
+
+/// Panels that show data after any run with triggers.
+const CORE_PANELS: [&str; 8] = [
+    "Trigger lateness p50 / p99",
+    "Trigger lateness heatmap",
+    "Triggers by result and kind",
+    "Leader per replica",
+    "Reconciles by result",
+    "Desired replicas per object",
+    "Upcoming triggers",
+    "Objects by Ready reason",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_dashboard_query_runs_and_the_core_panels_show_data() {
+    let env = TestEnv::on(traced_control_plane()).await;
+    create_scaled_web(&env).await;
+    let controller = start_traced(&env, "charted", &[]);
+    let prometheus = Prometheus::start(
+        &env.log_dir().join("prometheus"),
+        &[metrics_address_when_serving(&controller).await],
+    );
+    prometheus
+        .wait_value("tidal_scheduler_trigger_latency_seconds_count", |n| {
+            n >= 3.0
+        })
+        .await;
+    let queries = dashboard_queries();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut empty = Vec::new();
+        for (title, query) in &queries {
+            let samples = prometheus
+                .vector(query)
+                .unwrap_or_else(|e| panic!("panel {title:?}: {query} fails: {e}"));
+            let has_data = samples
+                .iter()
+                .any(|s| s["value"][1].as_str().is_some_and(|v| v != "NaN"));
+            if CORE_PANELS.contains(&title.as_str()) && !has_data {
+                empty.push(format!("{title}: {query}"));
+            }
+        }
+        if empty.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "core panels without data after 60 s: {empty:#?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
