@@ -64,6 +64,9 @@ pub struct Options {
     pub kubeconfig: Option<PathBuf>,
     /// Export series per object (`desired_replicas`, `next_trigger_timestamp_seconds`).
     pub per_object_metrics: bool,
+    /// Export traces to this OTLP/HTTP base URL, whatever `OTEL_*` says (the demo's
+    /// Jaeger); `None`: as `OTEL_*` says.
+    pub trace_endpoint: Option<String>,
 }
 
 /// How to campaign for the Lease.
@@ -128,7 +131,11 @@ impl Runtime {
             ControllerMetrics::register(&mut registry, options.per_object_metrics);
         let clock_metrics = ClockMetrics::register(&mut registry);
         let api_metrics = ApiMetrics::register(&mut registry);
-        let traces = Traces::start(&options.identity, SpanMetrics::register(&mut registry))?;
+        let traces = Traces::start(
+            &options.identity,
+            options.trace_endpoint.as_deref(),
+            SpanMetrics::register(&mut registry),
+        )?;
         if traces.is_some() {
             tracing::info!("exporting a trace per trigger over OTLP");
         }
@@ -391,6 +398,7 @@ mod tests {
             election: None,
             kubeconfig: Some(kubeconfig),
             per_object_metrics: true,
+            trace_endpoint: None,
         }
     }
 

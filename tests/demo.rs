@@ -1,6 +1,7 @@
-//! `tidal-scheduler demo`, the README's first command: it starts its own control plane,
-//! shows on-time triggers with the Deployment following them, and on Ctrl-C stops every
-//! process it started and removes its directory.
+//! `tidal-scheduler demo`, the README's first command: it starts its own control plane
+//! and Jaeger, shows on-time triggers with the Deployment following them and their
+//! traces in Jaeger, and on Ctrl-C stops every process it started and removes its
+//! directory.
 
 use tidal_harness as common;
 
@@ -11,7 +12,8 @@ use std::time::{Duration, Instant};
 use common::process::{Process, binary};
 use common::reaper::Reaper;
 
-/// Trigger lines of the demo's table: `scheduled rule replicas deployment lateness note`.
+/// Trigger lines of the demo's table: `scheduled rule replicas deployment lateness
+/// trace note`.
 fn on_time_lines(output: &str) -> Vec<Vec<String>> {
     output
         .lines()
@@ -71,7 +73,28 @@ fn demo_shows_live_triggers_and_cleans_up_on_ctrl_c() {
         let lateness: f64 = fields[4].parse().expect("lateness in ms");
         assert!(lateness >= 0.0, "never early: {fields:?}");
     }
-    let pids: Vec<String> = ["etcd.pid", "kube-apiserver.pid"]
+    // Each trigger's trace is in the demo's Jaeger.
+    let env = std::fs::read_to_string(dir.join("jaeger.env")).expect("jaeger.env");
+    let query = env
+        .lines()
+        .find_map(|line| line.strip_prefix("JAEGER_QUERY="))
+        .expect("the Jaeger query address");
+    assert!(demo.log().contains(&format!("Jaeger at http://{query}")));
+    for fields in &lines {
+        let id = &fields[6];
+        assert_eq!(id.len(), 32, "a trace id: {fields:?}");
+        let path = format!("/api/traces/{id}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while common::http::get_json(query, &path).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "trace {id} not in Jaeger: {:?}",
+                common::http::get_json(query, &path)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    let pids: Vec<String> = ["etcd.pid", "kube-apiserver.pid", "jaeger.pid"]
         .iter()
         .map(|file| std::fs::read_to_string(dir.join(file)).expect("control plane pid file"))
         .collect();

@@ -67,21 +67,21 @@ impl ControlPlane {
     /// Starts a control plane under `dir`, stopped when this process ends, and
     /// installs the CRD.
     pub fn start(dir: &Path) -> Result<ControlPlane, String> {
-        ControlPlane::start_traced(dir, None)
+        ControlPlane::start_with(dir, &[])
     }
 
-    /// Like [`ControlPlane::start`]; with `tracing` (an OTLP/gRPC `host:port`),
-    /// kube-apiserver and etcd export the spans of sampled requests there.
-    pub fn start_traced(dir: &Path, tracing: Option<&str>) -> Result<ControlPlane, String> {
+    /// Like [`ControlPlane::start`], with a Jaeger that kube-apiserver and etcd trace to
+    /// (`up.sh` with `TIDAL_JAEGER=1`; its addresses are in `DIR/jaeger.env`).
+    pub fn start_with_jaeger(dir: &Path) -> Result<ControlPlane, String> {
+        ControlPlane::start_with(dir, &[("TIDAL_JAEGER", "1")])
+    }
+
+    fn start_with(dir: &Path, vars: &[(&str, &str)]) -> Result<ControlPlane, String> {
         let bin = provisioned_bin()?;
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         Reaper::get().watch_control_plane(dir);
         let dir_arg = dir.to_str().ok_or("control plane directory is not UTF-8")?;
-        let vars: Vec<(&str, &str)> = tracing
-            .map(|endpoint| ("TIDAL_TRACING_ENDPOINT", endpoint))
-            .into_iter()
-            .collect();
-        let kubeconfig = run_script_with("up.sh", &[dir_arg], Some(&bin), &vars)?;
+        let kubeconfig = run_script_with("up.sh", &[dir_arg], Some(&bin), vars)?;
         let control_plane = ControlPlane {
             kubeconfig: PathBuf::from(kubeconfig),
             dir: Some(dir.to_owned()),

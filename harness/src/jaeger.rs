@@ -1,78 +1,40 @@
-//! A real Jaeger (v2, built by `provision.sh`) on loopback ports of its own, with
-//! in-memory storage: OTLP in over HTTP (what the controller exports) and gRPC (what
-//! kube-apiserver and etcd export), its query API out. One per test binary, shared with
-//! the control plane traced to it ([`traced_control_plane`]).
+//! A real Jaeger (v2, built by `provision.sh`, started by `up.sh` with
+//! `TIDAL_JAEGER=1` next to the control plane that traces to it): OTLP in over HTTP
+//! (what the controller exports) and gRPC (what kube-apiserver and etcd export), its
+//! query API out. One per test binary, with [`traced_control_plane`].
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tidal_scheduler::cli::scripts;
 
-use crate::cluster::{ControlPlane, provisioned_bin};
-use crate::http::{free_port, get_json};
-use crate::process::Process;
+use crate::cluster::ControlPlane;
+use crate::http::get_json;
 
-/// A running Jaeger.
-pub struct Jaeger {
-    process: Process,
-    otlp_http: u16,
-    otlp_grpc: u16,
-    query: u16,
-}
-
-/// How long Jaeger gets to start.
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// A running Jaeger's addresses.
+pub struct Jaeger(scripts::Jaeger);
 
 impl Jaeger {
-    /// Starts Jaeger from `bin`, its config and log under `dir`; waits until its query
-    /// API answers.
-    pub fn start(bin: &Path, dir: &Path) -> Result<Jaeger, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
-        let (otlp_http, otlp_grpc, query, query_grpc) =
-            (free_port(), free_port(), free_port(), free_port());
-        let config = dir.join("jaeger.yaml");
-        std::fs::write(
-            &config,
-            config_text(otlp_http, otlp_grpc, query, query_grpc),
-        )
-        .map_err(|e| format!("write {}: {e}", config.display()))?;
-        let mut command = Command::new(bin.join("jaeger"));
-        command.arg(format!("--config=file:{}", config.display()));
-        let process = Process::spawn("jaeger", command, dir.join("jaeger.log"));
-        let mut jaeger = Jaeger {
-            process,
-            otlp_http,
-            otlp_grpc,
-            query,
-        };
-        let deadline = Instant::now() + START_TIMEOUT;
-        while get_json(&jaeger.query_address(), "/api/services").is_err() {
-            if jaeger.process.try_status().is_some() || Instant::now() > deadline {
-                return Err(format!(
-                    "Jaeger did not start; log:\n{}",
-                    jaeger.process.log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(jaeger)
+    /// The Jaeger `up.sh` started for the control plane in `dir`.
+    pub fn of(dir: &Path) -> Result<Jaeger, String> {
+        scripts::Jaeger::of(dir).map(Jaeger)
     }
 
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` for OTLP/HTTP.
     pub fn otlp_http_endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.otlp_http)
+        self.0.otlp_http.clone()
     }
 
     /// `host:port` of OTLP/gRPC (kube-apiserver's and etcd's tracing configuration).
     pub fn otlp_grpc_address(&self) -> String {
-        format!("127.0.0.1:{}", self.otlp_grpc)
+        self.0.otlp_grpc.clone()
     }
 
     /// `host:port` of the query API (and UI).
     pub fn query_address(&self) -> String {
-        format!("127.0.0.1:{}", self.query)
+        self.0.query.clone()
     }
 
     /// The trace `id` (its spans and processes, as the query API returns it), or `None`
@@ -114,11 +76,6 @@ impl Jaeger {
                     .unwrap_or_default()
             })
             .unwrap_or_default()
-    }
-
-    /// Everything Jaeger logged.
-    pub fn log(&self) -> String {
-        self.process.log()
     }
 }
 
@@ -249,68 +206,27 @@ fn find_tag<'a>(tags: &'a Value, key: &str) -> Option<&'a Value> {
         .map(|tag| &tag["value"])
 }
 
-fn config_text(otlp_http: u16, otlp_grpc: u16, query: u16, query_grpc: u16) -> String {
-    format!(
-        "service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: 127.0.0.1:{otlp_grpc}
-      http:
-        endpoint: 127.0.0.1:{otlp_http}
-extensions:
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 100000
-  jaeger_query:
-    storage:
-      traces: memstore
-    grpc:
-      endpoint: 127.0.0.1:{query_grpc}
-    http:
-      endpoint: 127.0.0.1:{query}
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-"
-    )
-}
-
-/// This test binary's Jaeger, started on first use.
-pub fn jaeger() -> &'static Jaeger {
-    static SHARED: OnceLock<Result<Jaeger, String>> = OnceLock::new();
-    let shared = SHARED.get_or_init(|| {
-        let bin = provisioned_bin()?;
-        Jaeger::start(&bin, &scratch("jaeger"))
-    });
-    match shared {
-        Ok(jaeger) => jaeger,
-        Err(e) => panic!("no Jaeger for the tests: {e}"),
-    }
-}
-
-/// This test binary's control plane whose kube-apiserver and etcd trace to [`jaeger`].
+/// This test binary's control plane, with a Jaeger that kube-apiserver and etcd trace
+/// to ([`jaeger`]); started on first use.
 pub fn traced_control_plane() -> &'static ControlPlane {
-    static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+    &traced().0
+}
+
+/// The Jaeger of [`traced_control_plane`].
+pub fn jaeger() -> &'static Jaeger {
+    &traced().1
+}
+
+fn traced() -> &'static (ControlPlane, Jaeger) {
+    static SHARED: OnceLock<Result<(ControlPlane, Jaeger), String>> = OnceLock::new();
     let shared = SHARED.get_or_init(|| {
-        let endpoint = jaeger().otlp_grpc_address();
-        ControlPlane::start_traced(&scratch("control-plane"), Some(&endpoint))
+        let dir = scratch("control-plane");
+        let control_plane = ControlPlane::start_with_jaeger(&dir)?;
+        let jaeger = Jaeger::of(&dir)?;
+        Ok((control_plane, jaeger))
     });
     match shared {
-        Ok(control_plane) => control_plane,
+        Ok(traced) => traced,
         Err(e) => panic!("no traced control plane for the tests: {e}"),
     }
 }

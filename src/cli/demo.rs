@@ -1,7 +1,9 @@
 //! `tidal-scheduler demo`: the whole product on this machine in one command. Starts a
-//! local control plane (the test harness's scripts), installs the CRD, runs the
+//! local control plane (the test harness's scripts) — with Jaeger, when provisioned,
+//! which the controller, kube-apiserver and etcd trace to — installs the CRD, runs the
 //! controller, creates a Deployment and a TidalScheduler whose rules fire every few
-//! seconds, and prints each trigger live until Ctrl-C; then cleans everything up.
+//! seconds, and prints each trigger live (with its trace id) until Ctrl-C; then cleans
+//! everything up.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +20,8 @@ use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
 use super::error::CliError;
-use super::{process, scripts};
+use super::process;
+use super::scripts::{self, Jaeger};
 use crate::api::TidalScheduler;
 use crate::runtime::{Options, Runtime};
 use crate::telemetry::{self, LogFormat};
@@ -164,10 +167,34 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         Some(bin) => PathBuf::from(bin),
         None => PathBuf::from(script_async(scripts, "provision.sh", &[], None).await?),
     };
-    let kubeconfig = script_async(scripts, "up.sh", &[path_arg(dir)?], Some(&bin)).await?;
+    let with_jaeger = bin.join("jaeger").is_file();
+    let vars: &[(&str, &str)] = if with_jaeger {
+        &[("TIDAL_JAEGER", "1")]
+    } else {
+        &[]
+    };
+    let kubeconfig = scripts::run_async(scripts, "up.sh", &[path_arg(dir)?], Some(&bin), vars)
+        .await
+        .map_err(|e| failed("run a control-plane script", e))?;
     if out
         .line(format_args!("control plane up; KUBECONFIG={kubeconfig}"))
         .is_err()
+    {
+        return Ok(());
+    }
+    let jaeger = if with_jaeger {
+        Some(Jaeger::of(dir).map_err(|e| failed("read the Jaeger addresses", e))?)
+    } else {
+        None
+    };
+    if let Some(jaeger) = &jaeger
+        && out
+            .line(format_args!(
+                "Jaeger at http://{0}; a trigger's trace: http://{0}/api/traces/<trace id> \
+                 (this build serves Jaeger's API, not its UI's assets)",
+                jaeger.query
+            ))
+            .is_err()
     {
         return Ok(());
     }
@@ -179,6 +206,7 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         election: None,
         kubeconfig: Some(PathBuf::from(&kubeconfig)),
         per_object_metrics: true,
+        trace_endpoint: jaeger.as_ref().map(|jaeger| jaeger.otlp_http.clone()),
     })
     .await
     .map_err(|e| failed("start the controller", e))?;
@@ -194,8 +222,8 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         ))
         .and_then(|()| {
             out.line(format_args!(
-                "{:<24} {:<6} {:>8} {:>11} {:>11}  note",
-                "scheduled", "rule", "replicas", "deployment", "lateness"
+                "{:<24} {:<6} {:>8} {:>11} {:>11}  {:<32}  note",
+                "scheduled", "rule", "replicas", "deployment", "lateness", "trace"
             ))
         });
     let shown = match header {
@@ -311,12 +339,13 @@ async fn show_triggers(client: &Client, out: &mut Output) -> Result<(), CliError
             note.push_str(&newest.message);
         }
         let written = out.line(format_args!(
-            "{:<24} {:<6} {:>8} {:>11} {:>8.1} ms  {note}",
+            "{:<24} {:<6} {:>8} {:>11} {:>8.1} ms  {:<32}  {note}",
             newest.schedule_time.0.to_string(),
             newest.rule,
             newest.replicas,
             replicas.map_or("?".to_owned(), |r| r.to_string()),
             lateness.as_secs_f64() * 1000.0,
+            newest.trace_id.as_deref().unwrap_or("-"),
         ));
         if written.is_err() {
             return Ok(());

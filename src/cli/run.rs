@@ -102,6 +102,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         }),
         kubeconfig: None,
         per_object_metrics: args.per_object_metrics,
+        trace_endpoint: None,
     };
     process::runtime()?.block_on(async {
         let runtime = Runtime::start(options).await.map_err(CliError::from)?;

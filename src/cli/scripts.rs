@@ -105,3 +105,35 @@ fn last_line(path: PathBuf, output: Output) -> Result<String, ScriptError> {
         .unwrap_or_default()
         .to_owned())
 }
+
+/// The addresses of the Jaeger that `up.sh DIR` started with `TIDAL_JAEGER=1`, from
+/// `DIR/jaeger.env`.
+#[derive(Debug, Clone)]
+pub struct Jaeger {
+    /// OTLP/HTTP base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub otlp_http: String,
+    /// `host:port` of OTLP/gRPC.
+    pub otlp_grpc: String,
+    /// `host:port` of the query API.
+    pub query: String,
+}
+
+impl Jaeger {
+    /// Reads `dir/jaeger.env`.
+    pub fn of(dir: &Path) -> Result<Jaeger, String> {
+        let path = dir.join("jaeger.env");
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
+        let var = |name: &str| {
+            text.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{} has no {name}", path.display()))
+        };
+        Ok(Jaeger {
+            otlp_http: var("JAEGER_OTLP_HTTP")?,
+            otlp_grpc: var("JAEGER_OTLP_GRPC")?,
+            query: var("JAEGER_QUERY")?,
+        })
+    }
+}

@@ -47,8 +47,8 @@ pub enum TelemetryError {
 }
 
 /// Installs the global subscriber: log lines to stderr, filtered by `RUST_LOG` (`default`
-/// when unset); and, when trace export is on, the [`carrier::Carrier`] of trace contexts
-/// into API requests, whatever the log filter.
+/// when unset), and the [`carrier::Carrier`] of trace contexts into API requests,
+/// whatever the log filter (inert without export: no carrier span is ever made).
 pub fn init_logs(format: LogFormat, default: &str) -> Result<(), TelemetryError> {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -68,15 +68,10 @@ pub fn init_logs(format: LogFormat, default: &str) -> Result<(), TelemetryError>
             .with_span_list(false)
             .boxed(),
     };
-    let exporting = traces::ExportSettings::from_env(|name| std::env::var(name).ok())
-        .ok()
-        .flatten()
-        .is_some();
-    let carrier = exporting.then(|| {
-        carrier::Carrier.with_filter(tracing_subscriber::filter::filter_fn(|metadata| {
-            metadata.target() == traces::SPANS
-        }))
-    });
+    // A static filter: its interest is computed once per callsite, not per event.
+    let carrier = carrier::Carrier.with_filter(
+        tracing_subscriber::filter::Targets::new().with_target(traces::SPANS, tracing::Level::INFO),
+    );
     tracing_subscriber::registry()
         .with(lines.with_filter(filter))
         .with(carrier)

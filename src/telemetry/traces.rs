@@ -83,21 +83,37 @@ impl ExportSettings {
 }
 
 impl Traces {
-    /// Starts export as the environment asks, for the replica `identity`; `None` when
+    /// Starts export as the environment asks — or to `endpoint` (an OTLP/HTTP base URL,
+    /// e.g. `http://127.0.0.1:4318`) if given — for the replica `identity`; `None` when
     /// export is off. The queue is measured on `metrics`.
-    pub fn start(identity: &str, metrics: SpanMetrics) -> Result<Option<Traces>, TelemetryError> {
-        let Some(settings) = ExportSettings::from_env(|name| std::env::var(name).ok())? else {
+    pub fn start(
+        identity: &str,
+        endpoint: Option<&str>,
+        metrics: SpanMetrics,
+    ) -> Result<Option<Traces>, TelemetryError> {
+        let var = |name: &str| std::env::var(name).ok();
+        let settings = match endpoint {
+            Some(_) => Some(ExportSettings {
+                protocol: Protocol::HttpBinary,
+                batch: BatchSettings::from_env(var),
+            }),
+            None => ExportSettings::from_env(var)?,
+        };
+        let Some(settings) = settings else {
             return Ok(None);
         };
+        let endpoint = endpoint.map(|base| format!("{}/v1/traces", base.trim_end_matches('/')));
         let resource = resource(identity);
         let exporter_resource = resource.clone();
         let protocol = settings.protocol;
         let make = move || {
-            let mut exporter = opentelemetry_otlp::SpanExporter::builder()
+            let mut builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_protocol(protocol)
-                .build()
-                .map_err(|error| error.to_string())?;
+                .with_protocol(protocol);
+            if let Some(endpoint) = endpoint {
+                builder = builder.with_endpoint(endpoint);
+            }
+            let mut exporter = builder.build().map_err(|error| error.to_string())?;
             exporter.set_resource(&exporter_resource);
             Ok(exporter)
         };

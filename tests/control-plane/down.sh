@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stops the control plane that up.sh started under DIR (kube-apiserver, then etcd)
+# Stops the control plane that up.sh started under DIR (kube-apiserver, then etcd, then
+# Jaeger if it started one)
 # and leaves no process behind: SIGTERM, then SIGKILL after a grace period. The
 # data stays, so `up.sh DIR` starts it again; remove DIR to forget it. With a
 # COMPONENT (kube-apiserver or etcd), stops only that one (an outage drill);
@@ -43,7 +44,7 @@ stop() { # name
   rm -f "$dir/$1.pid"
 }
 
-for component in kube-apiserver etcd; do
+for component in kube-apiserver etcd jaeger; do
   [ -z "$only" ] || [ "$only" = "$component" ] || continue
   stop "$component"
 done

@@ -19,6 +19,9 @@
 #   TIDAL_TRACING_ENDPOINT   host:port of an OTLP/gRPC collector: kube-apiserver and
 #                            etcd export their spans there, for requests whose W3C
 #                            traceparent is sampled (they start no traces of their own)
+#   TIDAL_JAEGER=1           also start Jaeger (jaeger.yaml; needs jaeger in the binary
+#                            directory) and trace to it; its addresses go to
+#                            DIR/jaeger.env (JAEGER_OTLP_HTTP, JAEGER_OTLP_GRPC, JAEGER_QUERY)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -100,6 +103,14 @@ choose_ports() {
   apiserver_port="$(pick_port)"
   printf 'etcd_client_port=%s\netcd_peer_port=%s\napiserver_port=%s\n' \
     "$etcd_client_port" "$etcd_peer_port" "$apiserver_port" >"$dir/ports.env"
+  if [ "${TIDAL_JAEGER:-}" = 1 ]; then
+    local name
+    for name in jaeger_otlp_http_port jaeger_otlp_grpc_port jaeger_query_port \
+      jaeger_query_grpc_port; do
+      printf -v "$name" '%s' "$(pick_port)"
+      echo "$name=${!name}" >>"$dir/ports.env"
+    done
+  fi
 }
 
 # --- components ------------------------------------------------------------------
@@ -130,6 +141,57 @@ await() { # name check...
     fi
     sleep 0.2
   done
+}
+
+# Whether process PID listens on loopback PORT itself (/proc/net/tcp's LISTEN sockets
+# matched to the process's file descriptors): an answer on the port could come from
+# another process that took it first, e.g. the Jaeger of a concurrent up.sh.
+owns_port() { # pid port
+  local inode hex
+  hex="$(printf '%04X' "$2")"
+  for inode in $(awk -v port=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == port { print $10 }' \
+    /proc/net/tcp); do
+    find "/proc/$1/fd" -lname "socket:\[$inode\]" 2>/dev/null | grep -q . && return 0
+  done
+  return 1
+}
+
+jaeger_ready() {
+  local pid port
+  pid="$(running_pid jaeger)" || return 1
+  for port in "$jaeger_query_port" "$jaeger_otlp_http_port" "$jaeger_otlp_grpc_port"; do
+    owns_port "$pid" "$port" || return 1
+  done
+  curl -fsS --max-time 2 "http://127.0.0.1:$jaeger_query_port/api/services" >/dev/null 2>&1
+}
+
+# Jaeger, when asked for: started before etcd and kube-apiserver, which trace to it.
+start_jaeger() {
+  [ "${TIDAL_JAEGER:-}" = 1 ] || return 0
+  [ -x "$bin/jaeger" ] || { fail "TIDAL_JAEGER=1 but $bin/jaeger is missing"; return; }
+  [ -n "${jaeger_query_port:-}" ] ||
+    { fail "TIDAL_JAEGER=1 on $dir, first started without Jaeger: use a fresh DIR"; return; }
+  tracing="127.0.0.1:$jaeger_otlp_grpc_port"
+  printf 'JAEGER_OTLP_HTTP=http://127.0.0.1:%s\nJAEGER_OTLP_GRPC=%s\nJAEGER_QUERY=127.0.0.1:%s\n' \
+    "$jaeger_otlp_http_port" "$tracing" "$jaeger_query_port" >"$dir/jaeger.env"
+  if running_pid jaeger >/dev/null; then
+    await jaeger jaeger_ready
+    return
+  fi
+  local port
+  for port in "$jaeger_otlp_http_port" "$jaeger_otlp_grpc_port" "$jaeger_query_port" \
+    "$jaeger_query_grpc_port"; do
+    port_free "$port" || { fail "Jaeger's port $port is taken by another process"; return; }
+  done
+  log "starting Jaeger (query API on http://127.0.0.1:$jaeger_query_port)"
+  # In DIR, so that its command line names DIR (see running_pid).
+  cp "$here/jaeger.yaml" "$dir/jaeger.yaml"
+  # OTEL_*: Jaeger traces itself to localhost:4317 otherwise (and hangs on exit).
+  OTEL_SDK_DISABLED=true OTEL_TRACES_SAMPLER=always_off \
+    JAEGER_OTLP_HTTP_PORT="$jaeger_otlp_http_port" JAEGER_OTLP_GRPC_PORT="$jaeger_otlp_grpc_port" \
+    JAEGER_QUERY_PORT="$jaeger_query_port" JAEGER_QUERY_GRPC_PORT="$jaeger_query_grpc_port" \
+    start jaeger "$bin/jaeger" --config="file:$dir/jaeger.yaml"
+  await jaeger jaeger_ready
 }
 
 etcd_healthy() {
@@ -263,7 +325,7 @@ fresh=true
 [ -f "$dir/ports.env" ] && fresh=false
 for attempt in 1 2 3 4 5; do
   choose_ports
-  if start_etcd && start_apiserver; then
+  if start_jaeger && start_etcd && start_apiserver; then
     break
   fi
   if ! $fresh || [ "$attempt" -eq 5 ]; then
