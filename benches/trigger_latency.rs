@@ -18,7 +18,10 @@
 //! apply conditional on the version read) before the status, and the baseline sends a
 //! plain `/scale` merge patch before each status patch — the unfenced write the
 //! controller made before fencing — or, with `TIDAL_BENCH_BASELINE_FENCED=1`, the same
-//! fenced read-then-apply as the controller.
+//! fenced read-then-apply as the controller. `TIDAL_BENCH_TRACING=1` measures the cost of
+//! tracing instead: on a control plane whose kube-apiserver and etcd trace to a real
+//! Jaeger, a controller exporting every trigger's trace there takes turns with one that
+//! exports nothing (in place of the baseline).
 
 use tidal_harness as common;
 
@@ -35,6 +38,7 @@ use tidal_scheduler::controller::plan::{self, Outcome};
 
 use common::cluster::{TestEnv, control_plane};
 use common::fixtures::deployment;
+use common::jaeger::{jaeger, traced_control_plane};
 use common::measure::summary;
 use common::process::Process;
 use common::tide::{manifest, once_at, second_after, sleep_past};
@@ -43,6 +47,20 @@ use common::tide::{manifest, once_at, second_after, sleep_past};
 const CONCURRENCY: usize = 64;
 
 const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
+
+/// Whether tracing on is measured against tracing off (`TIDAL_BENCH_TRACING=1`).
+fn tracing_mode() -> bool {
+    std::env::var_os("TIDAL_BENCH_TRACING").is_some()
+}
+
+/// A namespace of the bench's own: on the control plane traced to Jaeger in tracing mode.
+async fn bench_env() -> TestEnv {
+    if tracing_mode() {
+        TestEnv::on(traced_control_plane()).await
+    } else {
+        TestEnv::new().await
+    }
+}
 
 /// Whether the objects run in `Scale` mode (`TIDAL_BENCH_APPLY=Scale`).
 fn scale_mode() -> bool {
@@ -60,7 +78,11 @@ fn target_of(name: &str) -> String {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let control_plane = control_plane();
+    let control_plane = if tracing_mode() {
+        traced_control_plane()
+    } else {
+        control_plane()
+    };
     println!("control plane: {}", control_plane.kubeconfig().display());
     println!(
         "\ntrigger latency, scheduled instant -> status write acknowledged (ms); concurrency {CONCURRENCY}; apply: {}{}",
@@ -71,9 +93,14 @@ async fn main() -> anyhow::Result<()> {
             ""
         }
     );
+    let (first, second) = if tracing_mode() {
+        ("tracing on p50 / p99 / max", "tracing off p50 / p99 / max")
+    } else {
+        ("controller p50 / p99 / max", "baseline p50 / p99 / max")
+    };
     println!(
-        "{:>7} {:>7} | {:>28} | {:>28} | {:>9}",
-        "objects", "samples", "controller p50 / p99 / max", "baseline p50 / p99 / max", "p99 ratio"
+        "{:>7} {:>7} | {first:>28} | {second:>28} | {:>9}",
+        "objects", "samples", "p99 ratio"
     );
     let only: Option<usize> = std::env::var("TIDAL_BENCH_OBJECTS")
         .ok()
@@ -86,8 +113,16 @@ async fn main() -> anyhow::Result<()> {
             continue;
         }
         let (mut controller, mut baseline) = (Vec::new(), Vec::new());
-        for _ in 0..repetitions {
-            let (c, b) = take_turns(objects, rounds, spacing).await?;
+        // Tracing mode: twice as many repetitions, the sides swapping slots each time, so
+        // that neither always goes first.
+        let repetitions = if tracing_mode() {
+            2 * repetitions
+        } else {
+            repetitions
+        };
+        for repetition in 0..repetitions {
+            let swap = tracing_mode() && repetition % 2 == 1;
+            let (c, b) = take_turns(objects, rounds, spacing, swap).await?;
             controller.extend(c);
             baseline.extend(b);
         }
@@ -111,12 +146,14 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// Runs `rounds` rounds of each side, taking turns: slot k is at first + k × `spacing`
-/// seconds; the baseline fires at even slots, the controller's objects at odd ones.
-/// Returns the controller's and the baseline's latencies.
+/// seconds; the baseline (tracing mode: the untraced controller) fires at even slots, the
+/// controller's objects at odd ones — the other way round with `swap`. Returns the
+/// controller's and the baseline's latencies.
 async fn take_turns(
     objects: usize,
     rounds: usize,
     spacing: i64,
+    swap: bool,
 ) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
     let first = first_instant(2 * objects);
     let slots = |parity: i64| -> Vec<Timestamp> {
@@ -124,7 +161,16 @@ async fn take_turns(
             .map(|round| first + SignedDuration::from_secs(spacing * (2 * round + parity)))
             .collect()
     };
-    let controller = Controller::start(objects, slots(1)).await?;
+    let (first_side, second_side) = if swap { (0, 1) } else { (1, 0) };
+    if tracing_mode() {
+        let traced = Controller::start(objects, slots(first_side), true).await?;
+        let untraced = Controller::start(objects, slots(second_side), false).await?;
+        anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
+        let untraced = untraced.finish().await?;
+        let traced = traced.finish().await?;
+        return Ok((traced, untraced));
+    }
+    let controller = Controller::start(objects, slots(1), false).await?;
     let baseline = Baseline::prepare(objects, slots(0)).await?;
     anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
     let baseline = baseline.run().await?;
@@ -374,15 +420,26 @@ struct Controller {
 }
 
 impl Controller {
-    /// Starts the controller and creates its objects; returns once all are reconciled.
-    async fn start(objects: usize, instants: Vec<Timestamp>) -> anyhow::Result<Controller> {
-        let env = TestEnv::new().await;
+    /// Starts the controller (exporting traces to Jaeger if `traced`) and creates its
+    /// objects; returns once all are reconciled.
+    async fn start(
+        objects: usize,
+        instants: Vec<Timestamp>,
+        traced: bool,
+    ) -> anyhow::Result<Controller> {
+        let env = bench_env().await;
         if !scale_mode() {
             env.api()
                 .create(&PostParams::default(), &deployment("web"))
                 .await?;
         }
-        let process = run_controller(&env);
+        let endpoint = jaeger().otlp_http_endpoint();
+        let vars: &[(&str, &str)] = if traced {
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())]
+        } else {
+            &[]
+        };
+        let process = run_controller(&env, vars);
         create_round_objects(&env, objects, &instants).await?;
         wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
         let cpu_before = cpu_seconds(&process)?;
@@ -421,9 +478,9 @@ impl Controller {
     }
 }
 
-fn run_controller(env: &TestEnv) -> Process {
+fn run_controller(env: &TestEnv, vars: &[(&str, &str)]) -> Process {
     let concurrency = CONCURRENCY.to_string();
-    env.run_binary(
+    env.run_binary_with_env(
         "controller",
         &[
             "run",
@@ -438,6 +495,8 @@ fn run_controller(env: &TestEnv) -> Process {
             "--metrics-address",
             "127.0.0.1:0",
         ],
+        env.control_plane().kubeconfig(),
+        vars,
     )
 }
 
@@ -546,7 +605,7 @@ async fn memory(objects: usize) -> anyhow::Result<()> {
     env.api()
         .create(&PostParams::default(), &deployment("web"))
         .await?;
-    let controller = run_controller(&env);
+    let controller = run_controller(&env, &[]);
     let rules: Vec<(String, String, i32)> = [
         ("morning", "CRON_TZ=Asia/Shanghai 0 0 8 * * MON-FRI", 20),
         ("lunch", "CRON_TZ=Asia/Shanghai 0 30 11 * * MON-FRI", 40),

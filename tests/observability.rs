@@ -538,3 +538,39 @@ async fn every_dashboard_query_runs_and_the_core_panels_show_data() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_trigger_has_a_trace_with_its_error() {
+    let env = TestEnv::on(traced_control_plane()).await;
+    // Scale mode, and no Deployment `web`: the trigger fails with TargetNotFound.
+    create(
+        &env,
+        manifest("web", "apps/v1", "Deployment", "web", "Scale", &ALTERNATING),
+    )
+    .await;
+    let _controller = start_traced(&env, "failing", &[]);
+    let failed = wait_status(&env, "web", "a failed trigger", |s| {
+        s.history
+            .first()
+            .is_some_and(|e| e.result == tidal_scheduler::api::TriggerResult::Failed)
+    })
+    .await;
+    let entry = status(&failed).history[0].clone();
+    let id = entry.trace_id.as_deref().expect("traced");
+    let trace = jaeger()
+        .wait_trace(id, |t| !t.named("trigger").is_empty())
+        .await;
+    let root = trace.one("trigger");
+    assert_eq!(root.tag("tidal.result"), Some(&json!("Failed")));
+    assert_eq!(
+        root.tag("otel.status_code"),
+        Some(&json!("ERROR")),
+        "{:#}",
+        trace.0
+    );
+    let description = root.tag("otel.status_description").and_then(Value::as_str);
+    assert!(
+        description.is_some_and(|d| d.contains("not found")),
+        "the error names the problem: {description:?}"
+    );
+}

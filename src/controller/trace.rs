@@ -216,3 +216,170 @@ pub fn retry_event(error: &dyn std::fmt::Display, after: std::time::Duration) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::error::OTelSdkResult;
+    use opentelemetry_sdk::trace::{
+        SdkTracerProvider, SimpleSpanProcessor, SpanData, SpanExporter,
+    };
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::*;
+    use crate::schedule::Trigger;
+    use crate::telemetry::carrier::Carrier;
+    use crate::telemetry::traces::SPANS;
+
+    /// Keeps every exported span.
+    #[derive(Debug, Clone, Default)]
+    struct Capture(Arc<Mutex<Vec<SpanData>>>);
+
+    impl SpanExporter for Capture {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            crate::sync::lock(&self.0).extend(batch);
+            Ok(())
+        }
+    }
+
+    impl Capture {
+        fn named(&self, name: &str) -> Vec<SpanData> {
+            crate::sync::lock(&self.0)
+                .iter()
+                .filter(|span| span.name == name)
+                .cloned()
+                .collect()
+        }
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn object() -> TidalScheduler {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "scheduling.tidal.io/v1alpha1",
+            "kind": "TidalScheduler",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "apply": "Scale",
+                "triggers": {"times": {"rules": [
+                    {"name": "r", "cron": "CRON_TZ=UTC 0 0 8 * * *", "replicas": 3}
+                ]}}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn trigger(at_text: &str) -> NewTrigger {
+        NewTrigger {
+            trigger: Trigger {
+                rule: "r".to_owned(),
+                replicas: 3,
+                schedule_time: at(at_text),
+                colliding: Vec::new(),
+            },
+            catch_up: false,
+            superseded: 0,
+        }
+    }
+
+    fn attribute(span: &SpanData, key: &str) -> Option<opentelemetry::Value> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.clone())
+    }
+
+    fn setup() -> (SdkTracerProvider, TriggerTracer, Capture) {
+        let capture = Capture::default();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(SimpleSpanProcessor::new(capture.clone()))
+            .build();
+        let tracer = TriggerTracer::new(Some(provider.tracer("test")));
+        (provider, tracer, capture)
+    }
+
+    #[test]
+    fn a_trigger_spans_its_instant_to_the_acknowledgement_with_its_writes_under_it() {
+        let (_provider, tracer, capture) = setup();
+        let subscriber = tracing_subscriber::registry().with(Carrier.with_filter(
+            tracing_subscriber::filter::Targets::new().with_target(SPANS, tracing::Level::INFO),
+        ));
+        let _default = tracing::subscriber::set_default(subscriber);
+        let new = trigger("2026-01-01T08:00:00Z");
+        let trace = tracer.trace(None, &object(), "shop", &new).unwrap();
+        let id = trace.trace_id().expect("sampled");
+        let again = tracer.trace(Some(&trace), &object(), "shop", &new).unwrap();
+        assert_eq!(
+            again.trace_id(),
+            Some(id.clone()),
+            "a retry continues the trace"
+        );
+
+        let write = trace.child("write target", at("2026-01-01T08:00:00.001Z"));
+        write.carrier().in_scope(|| {
+            retry_event(&"409 Conflict", Duration::from_millis(50));
+        });
+        write.end(at("2026-01-01T08:00:00.004Z"), Some("gave up".to_owned()));
+        trace.finish(at("2026-01-01T08:00:00.009Z"), None);
+        drop((trace, again));
+
+        let root = capture.named("trigger").remove(0);
+        assert_eq!(root.span_context.trace_id().to_string(), id);
+        assert_eq!(
+            root.start_time,
+            SystemTime::from(at("2026-01-01T08:00:00Z"))
+        );
+        assert_eq!(
+            root.end_time,
+            SystemTime::from(at("2026-01-01T08:00:00.009Z"))
+        );
+        assert_eq!(attribute(&root, "tidal.result"), Some("Succeeded".into()));
+        assert_eq!(attribute(&root, "tidal.lateness_ms"), Some(9.0.into()));
+        assert_eq!(
+            attribute(&root, "faas.cron"),
+            Some("CRON_TZ=UTC 0 0 8 * * *".into())
+        );
+        assert_eq!(attribute(&root, "tidal.apply"), Some("Scale".into()));
+        assert_eq!(attribute(&root, "k8s.namespace.name"), Some("shop".into()));
+        assert_eq!(root.status, Status::Unset);
+        assert_eq!(capture.named("trigger").len(), 1, "one trace, not two");
+
+        let write = capture.named("write target").remove(0);
+        assert_eq!(write.parent_span_id, root.span_context.span_id());
+        assert_eq!(write.span_kind, SpanKind::Client);
+        assert_eq!(write.status, Status::error("gave up"));
+        let retries: Vec<_> = write.events.iter().filter(|e| e.name == "retry").collect();
+        assert_eq!(retries.len(), 1, "{:?}", write.events);
+    }
+
+    #[test]
+    fn a_trace_dropped_unfinished_ends_as_abandoned() {
+        let (_provider, tracer, capture) = setup();
+        let trace = tracer
+            .trace(None, &object(), "shop", &trigger("2026-01-01T08:00:00Z"))
+            .unwrap();
+        drop(trace);
+        let root = capture.named("trigger").remove(0);
+        assert!(
+            matches!(&root.status, Status::Error { description } if description.contains("abandoned")),
+            "{:?}",
+            root.status
+        );
+    }
+
+    #[test]
+    fn without_export_nothing_is_traced() {
+        let off = TriggerTracer::off();
+        assert!(
+            off.trace(None, &object(), "shop", &trigger("2026-01-01T08:00:00Z"))
+                .is_none()
+        );
+    }
+}
