@@ -236,7 +236,6 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
 
     replica(&mut replicas, &leader).signal("STOP");
     let frozen_at = Timestamp::now();
-    let applied_before = applied(&replica(&mut replicas, &leader).log()).len();
     let successor = wait_holder(&env, "successor", |h| !h.is_empty() && h != leader).await;
     wait_triggers_after(&env, frozen_at, 2, "triggers applied by the successor").await;
 
@@ -245,11 +244,10 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
     wait_logged(replica(&mut replicas, &leader), "lost leadership").await;
     wait_triggers_after(&env, thawed, 2, "two triggers after the thaw").await;
 
-    assert_eq!(
-        applied(&replica(&mut replicas, &leader).log()).len(),
-        applied_before,
-        "the thawed leader applied triggers"
-    );
+    // Not a count of the frozen leader's log lines: a status write it sent just before
+    // the freeze is acknowledged meanwhile and logged only after the thaw. What it must
+    // not do is apply an instant that came after the freeze (it slept through them), nor
+    // write once its successor has (the audit log, below).
     let applied = applied_by_anyone(&replicas);
     for (who, a) in applied.iter().filter(|(_, a)| a.schedule_time > frozen_at) {
         assert_eq!(who, &successor, "{a:?}");
