@@ -27,11 +27,6 @@ impl Jaeger {
         self.0.otlp_http.clone()
     }
 
-    /// `host:port` of OTLP/gRPC (kube-apiserver's and etcd's tracing configuration).
-    pub fn otlp_grpc_address(&self) -> String {
-        self.0.otlp_grpc.clone()
-    }
-
     /// `host:port` of the query API (and UI).
     pub fn query_address(&self) -> String {
         self.0.query.clone()
@@ -61,21 +56,6 @@ impl Jaeger {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-
-    /// Every trace of `service` with a span named `operation` (up to `limit`).
-    pub fn traces(&self, service: &str, operation: &str, limit: usize) -> Vec<Trace> {
-        let path = format!(
-            "/api/traces?service={service}&operation={operation}&limit={limit}&lookback=24h"
-        );
-        get_json(&self.query_address(), &path)
-            .map(|found| {
-                found["data"]
-                    .as_array()
-                    .map(|traces| traces.iter().cloned().map(Trace).collect())
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default()
     }
 }
 
@@ -169,18 +149,6 @@ impl<'a> Span<'a> {
     /// The value of tag (attribute) `key`.
     pub fn tag(&self, key: &str) -> Option<&'a Value> {
         find_tag(&self.span["tags"], key)
-    }
-
-    /// The events (Jaeger: logs) named `name`.
-    pub fn events(&self, name: &str) -> Vec<&'a Value> {
-        self.span["logs"]
-            .as_array()
-            .map(|logs| {
-                logs.iter()
-                    .filter(|log| find_tag(&log["fields"], "event") == Some(&Value::from(name)))
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// The service that reported it.

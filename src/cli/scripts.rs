@@ -112,8 +112,6 @@ fn last_line(path: PathBuf, output: Output) -> Result<String, ScriptError> {
 pub struct Jaeger {
     /// OTLP/HTTP base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub otlp_http: String,
-    /// `host:port` of OTLP/gRPC.
-    pub otlp_grpc: String,
     /// `host:port` of the query API.
     pub query: String,
 }
@@ -132,7 +130,6 @@ impl Jaeger {
         };
         Ok(Jaeger {
             otlp_http: var("JAEGER_OTLP_HTTP")?,
-            otlp_grpc: var("JAEGER_OTLP_GRPC")?,
             query: var("JAEGER_QUERY")?,
         })
     }
