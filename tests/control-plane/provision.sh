@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kubectl and etcd — and the observability backends the tests
-# run beside them, Jaeger, Prometheus and promtool — from the Go module proxy into a
-# cache directory outside the repository, keyed by version, and prints the directory
+# Builds kube-apiserver, kubectl and etcd, the node's kube-controller-manager,
+# kube-scheduler, kubelet and kube-proxy, helm, and the observability backends the
+# tests run beside them, Jaeger, Prometheus and promtool, from the Go module proxy into
+# a cache directory outside the repository, keyed by version, and prints the directory
 # holding all of them as the last line of stdout. Idempotent: seconds when cached.
 #
-# The versions are the ones pinned by the Go modules next to this script
-# (kubernetes/, etcd/, jaeger/, prometheus/ go.mod; go.sum verifies every download).
+# The versions are the ones pinned by the Go modules next to this script (kubernetes/,
+# etcd/, helm/, jaeger/, prometheus/ go.mod; go.sum verifies every download).
 #
 # Environment:
 #   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
@@ -30,8 +31,9 @@ kubernetes_version="$(required_version kubernetes k8s.io/kubernetes)"
 etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
 jaeger_version="$(required_version jaeger github.com/jaegertracing/jaeger)"
 prometheus_version="$(required_version prometheus github.com/prometheus/prometheus)"
+helm_version="$(required_version helm helm.sh/helm/v4)"
 [ -n "$kubernetes_version" ] && [ -n "$etcd_version" ] && [ -n "$jaeger_version" ] &&
-  [ -n "$prometheus_version" ] || die "cannot read pinned versions"
+  [ -n "$prometheus_version" ] && [ -n "$helm_version" ] || die "cannot read pinned versions"
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
@@ -92,8 +94,13 @@ done
 
 kubernetes_dir="$cache_root/kubernetes-$kubernetes_version"
 etcd_dir="$cache_root/etcd-$etcd_version"
+node_dir="$cache_root/kubernetes-node-$kubernetes_version"
 build kubernetes "$kubernetes_dir" "$version_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
+build kubernetes "$node_dir" "$version_ldflags" \
+  kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
+  kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
+  kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
 build etcd "$etcd_dir" "-s -w" etcd=go.etcd.io/etcd/server/v3
 jaeger_dir="$cache_root/jaeger-$jaeger_version"
 build jaeger "$jaeger_dir" "-s -w" jaeger=github.com/jaegertracing/jaeger/cmd/jaeger
@@ -102,8 +109,28 @@ build prometheus "$prometheus_dir" "-s -w" \
   prometheus=github.com/prometheus/prometheus/cmd/prometheus \
   promtool=github.com/prometheus/prometheus/cmd/promtool
 
+helm_dir="$cache_root/helm-$helm_version"
+build helm "$helm_dir" "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
+  helm=helm.sh/helm/v4/cmd/helm
+
+# The node's pause image: kubernetes' pause.c, statically linked (an image any pod can
+# run; containerd's sandbox image). Built here so that up.sh --node needs no compiler.
+pause_dir="$cache_root/pause-$kubernetes_version"
+if [ -d "$pause_dir" ]; then
+  log "cached: $pause_dir"
+else
+  command -v cc >/dev/null 2>&1 || die "a C compiler (cc) is required to build the pause image"
+  (cd "$here/kubernetes" && go mod download k8s.io/kubernetes) || die "downloading k8s.io/kubernetes failed"
+  source_dir="$(cd "$here/kubernetes" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+  mkdir -p "$pause_dir.partial.$$"
+  cc -static -O2 -s -DVERSION="$kubernetes_version" -o "$pause_dir.partial.$$/pause" \
+    "$source_dir/build/pause/linux/pause.c" || die "building pause failed"
+  mv -T "$pause_dir.partial.$$" "$pause_dir" 2>/dev/null || rm -rf "$pause_dir.partial.$$"
+  log "built pause"
+fi
+
 # One directory with all of them, as the callers expect.
-bin="$cache_root/bin-kubernetes-$kubernetes_version-etcd-$etcd_version"
+bin="$cache_root/bin-kubernetes-$kubernetes_version-etcd-$etcd_version-helm-$helm_version"
 bin="$bin-jaeger-$jaeger_version-prometheus-$prometheus_version"
 mkdir -p "$bin"
 ln -sfn "$kubernetes_dir/kube-apiserver" "$bin/kube-apiserver"
@@ -112,7 +139,13 @@ ln -sfn "$etcd_dir/etcd" "$bin/etcd"
 ln -sfn "$jaeger_dir/jaeger" "$bin/jaeger"
 ln -sfn "$prometheus_dir/prometheus" "$bin/prometheus"
 ln -sfn "$prometheus_dir/promtool" "$bin/promtool"
-for tool in kube-apiserver kubectl etcd jaeger prometheus promtool; do
+for tool in kube-controller-manager kube-scheduler kubelet kube-proxy; do
+  ln -sfn "$node_dir/$tool" "$bin/$tool"
+done
+ln -sfn "$helm_dir/helm" "$bin/helm"
+ln -sfn "$pause_dir/pause" "$bin/pause"
+for tool in kube-apiserver kubectl etcd jaeger prometheus promtool kube-controller-manager \
+  kube-scheduler kubelet kube-proxy helm pause; do
   [ -x "$bin/$tool" ] || die "$bin/$tool is missing after the build"
 done
 echo "$bin"
