@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Stops the control plane that up.sh started under DIR (kube-apiserver, then etcd, then
-# Jaeger if it started one)
-# and leaves no process behind: SIGTERM, then SIGKILL after a grace period. The
-# data stays, so `up.sh DIR` starts it again; remove DIR to forget it. With a
+# Stops the control plane that up.sh started under DIR (the node first if it is one:
+# node.sh's stop_node; then kube-apiserver, etcd, and Jaeger if it started one) and
+# leaves no process behind: SIGTERM, then SIGKILL after a grace period. A node also
+# leaves no pod, mount, cgroup, network namespace, veth, bridge, iptables chain or
+# changed sysctl behind. The data stays, so `up.sh DIR` starts it again; remove DIR to
+# forget it. With a
 # COMPONENT (kube-apiserver or etcd), stops only that one (an outage drill);
 # `up.sh DIR` starts it again on the same port.
 #
@@ -25,6 +27,11 @@ grace="${TIDAL_STOP_GRACE:-10}"
 
 # shellcheck source=tests/control-plane/common.sh
 . "$(dirname "$0")/common.sh"
+# shellcheck source=tests/control-plane/node.sh
+. "$(dirname "$0")/node.sh"
+bin="${TIDAL_CONTROL_PLANE_BIN:-}"
+# The binaries a node was started with (kubectl), when the caller does not say.
+[ -n "$bin" ] || [ ! -s "$dir/node.mode" ] || bin="$(cat "$dir/node.mode")"
 
 # Alive and not a zombie (an orphan's zombie lingers until its new parent reaps it).
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
@@ -44,6 +51,7 @@ stop() { # name
   rm -f "$dir/$1.pid"
 }
 
+[ -n "$only" ] || stop_node
 for component in kube-apiserver etcd jaeger; do
   [ -z "$only" ] || [ "$only" = "$component" ] || continue
   stop "$component"

@@ -3,14 +3,22 @@
 # under DIR, returns once /readyz is OK, and prints the admin kubeconfig's path
 # (DIR/kubeconfig) as the last line of stdout.
 #
-#   up.sh DIR     start what is not running (a stopped component restarts on its
-#                 old ports and data, so the kubeconfig stays valid)
-#   down.sh DIR   stop both
+#   up.sh DIR         start what is not running (a stopped component restarts on its
+#                     old ports and data, so the kubeconfig stays valid)
+#   up.sh --node DIR  a full single-node cluster (the first start of DIR decides):
+#                     also kube-controller-manager, kube-scheduler, containerd, kubelet
+#                     and kube-proxy (node.sh); returns once the Node is Ready and
+#                     writes DIR/node.env (CONTAINERD_ADDRESS, PAUSE_IMAGE: an image any
+#                     pod can run with pull policy Never, NODE_NAME, NODE_IP). Needs
+#                     root; one node per machine.
+#   down.sh DIR       stop everything and undo what the node changed on the machine
 #
-# Loopback only: TLS serving certificate for 127.0.0.1 and localhost, an admin
-# client certificate (group system:masters), RBAC authorization, service-account
-# token signing keys. There are no controllers: no garbage collection, namespaces
-# never finish terminating, no default ServiceAccounts.
+# Without --node: loopback only, TLS serving certificate for 127.0.0.1 and localhost,
+# an admin client certificate (group system:masters), RBAC authorization,
+# service-account token signing keys; no controllers: no garbage collection, namespaces
+# never finish terminating, no default ServiceAccounts. With --node, the API server
+# also listens on the machine's address (pods reach it through the `kubernetes`
+# Service), authorizes kubelets with the Node authorizer, and admits ServiceAccounts.
 #
 # Environment:
 #   TIDAL_CONTROL_PLANE_BIN  directory with etcd and kube-apiserver (default: what
@@ -29,9 +37,19 @@ log() { echo "up: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 fail() { log "$*"; return 1; }
 
-[ $# -eq 1 ] || die "usage: up.sh DIR"
+node=false
+if [ "${1:-}" = --node ]; then
+  node=true
+  shift
+fi
+[ $# -eq 1 ] || die "usage: up.sh [--node] DIR"
 mkdir -p "$1"
 dir="$(cd "$1" && pwd)"
+if $node && [ ! -f "$dir/node.mode" ]; then
+  [ -f "$dir/ports.env" ] && die "$dir was first started without --node: use a fresh DIR"
+  [ "$(id -u)" -eq 0 ] || die "--node needs root (kubelet, containerd, iptables)"
+  touch "$dir/node.mode"
+fi
 timeout="${TIDAL_READY_TIMEOUT:-90}"
 tracing="${TIDAL_TRACING_ENDPOINT:-}"
 for tool in openssl curl base64; do
@@ -50,6 +68,8 @@ done
 
 # shellcheck source=tests/control-plane/common.sh
 . "$here/common.sh"
+# shellcheck source=tests/control-plane/node.sh
+. "$here/node.sh"
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -77,7 +97,11 @@ make_certificates() {
       -keyout ca.key -out ca.crt 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
       -keyout server.key -out server.csr 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >server.ext
+    # Also the names and the ClusterIP pods reach it by, and the machine's address.
+    local names="IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default"
+    names="$names,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    [ -z "$(node_ip)" ] || names="$names,IP:$(node_ip)"
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$names" >server.ext
     openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
       -extfile server.ext -out server.crt 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=admin" \
@@ -107,6 +131,13 @@ choose_ports() {
     local name
     for name in jaeger_otlp_http_port jaeger_otlp_grpc_port jaeger_query_port \
       jaeger_query_grpc_port; do
+      printf -v "$name" '%s' "$(pick_port)"
+      echo "$name=${!name}" >>"$dir/ports.env"
+    done
+  fi
+  if is_node; then
+    for name in kubelet_port kubelet_healthz_port kube_proxy_healthz_port \
+      kube_proxy_metrics_port kcm_port scheduler_port; do
       printf -v "$name" '%s' "$(pick_port)"
       echo "$name=${!name}" >>"$dir/ports.env"
     done
@@ -267,28 +298,34 @@ samplingRatePerMillion: 0
 TRACING
     apiserver_tracing=(--tracing-config-file="$dir/tracing.yaml")
   fi
+  local mode=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1
+    --endpoint-reconciler-type=none --authorization-mode=RBAC
+    --disable-admission-plugins=ServiceAccount)
+  if is_node; then
+    # Pods reach it at the `kubernetes` Service (kube-proxy: ClusterIP to this address).
+    mode=(--bind-address=0.0.0.0 --advertise-address="$(node_ip)"
+      --endpoint-reconciler-type=lease --authorization-mode=Node,RBAC
+      --enable-admission-plugins=NodeRestriction
+      --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt"
+      --kubelet-client-key="$pki/apiserver-kubelet-client.key")
+  fi
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_client_port" \
-    --bind-address=127.0.0.1 \
     --secure-port="$apiserver_port" \
-    --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
     --tls-cert-file="$pki/server.crt" \
     --tls-private-key-file="$pki/server.key" \
     --client-ca-file="$pki/ca.crt" \
     --service-account-issuer=https://localhost \
     --service-account-signing-key-file="$pki/sa.key" \
     --service-account-key-file="$pki/sa.pub" \
-    --authorization-mode=RBAC \
     --service-cluster-ip-range=10.0.0.0/24 \
-    --disable-admission-plugins=ServiceAccount \
     --cert-dir="$dir/apiserver-certs" \
     --audit-policy-file="$dir/audit-policy.yaml" \
     --audit-log-path="$dir/audit.log" \
     --audit-log-format=json \
     --audit-log-maxsize=200 \
     --audit-log-maxbackup=1 \
-    "${apiserver_tracing[@]}"
+    "${mode[@]}" "${apiserver_tracing[@]}"
   await kube-apiserver apiserver_ready
 }
 
@@ -318,6 +355,7 @@ EOF
 }
 
 make_certificates
+! is_node || make_node_certificates
 # Ports are checked free just before use, but another process (another control
 # plane starting at the same time, say) may take one first: a first start then
 # retries on other ports. A restart keeps its ports, so it fails instead.
@@ -325,7 +363,7 @@ fresh=true
 [ -f "$dir/ports.env" ] && fresh=false
 for attempt in 1 2 3 4 5; do
   choose_ports
-  if start_jaeger && start_etcd && start_apiserver; then
+  if start_jaeger && start_etcd && start_apiserver && write_kubeconfig && start_node; then
     break
   fi
   if ! $fresh || [ "$attempt" -eq 5 ]; then
@@ -335,6 +373,5 @@ for attempt in 1 2 3 4 5; do
   "$here/down.sh" "$dir"
   rm -rf "$dir/ports.env" "$dir/etcd-data"
 done
-write_kubeconfig
 log "ready: kubectl --kubeconfig $dir/kubeconfig get --raw /readyz"
 echo "$dir/kubeconfig"
