@@ -38,6 +38,9 @@
 //! the field or the action and the problem.
 #![forbid(unsafe_code)]
 
+/// The version of this build (Cargo.toml): User-Agent, `service.version`, image tag.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub mod api;
 pub mod cli;
 pub mod clock;

@@ -278,7 +278,7 @@ async fn client(
             .map_err(|e| failed("in-cluster or KUBECONFIG", &e))?,
     };
     let identity = &options.identity;
-    let agent = format!("tidal-scheduler/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let agent = format!("tidal-scheduler/{} ({identity})", crate::VERSION);
     let agent =
         HeaderValue::from_str(&agent).map_err(|_| RuntimeError::Identity(identity.clone()))?;
     config.headers.push((USER_AGENT, agent));

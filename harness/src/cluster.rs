@@ -76,12 +76,27 @@ impl ControlPlane {
         ControlPlane::start_with(dir, &[("TIDAL_JAEGER", "1")])
     }
 
+    /// Like [`ControlPlane::start`], as a full single-node cluster (`up.sh --node`: its
+    /// node's settings are in `DIR/node.env`).
+    pub fn start_node(dir: &Path) -> Result<ControlPlane, String> {
+        ControlPlane::start_mode(dir, &["--node"], &[])
+    }
+
     fn start_with(dir: &Path, vars: &[(&str, &str)]) -> Result<ControlPlane, String> {
+        ControlPlane::start_mode(dir, &[], vars)
+    }
+
+    fn start_mode(
+        dir: &Path,
+        flags: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Result<ControlPlane, String> {
         let bin = provisioned_bin()?;
         std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         Reaper::get().watch_control_plane(dir);
         let dir_arg = dir.to_str().ok_or("control plane directory is not UTF-8")?;
-        let kubeconfig = run_script_with("up.sh", &[dir_arg], Some(&bin), vars)?;
+        let args: Vec<&str> = flags.iter().copied().chain([dir_arg]).collect();
+        let kubeconfig = run_script_with("up.sh", &args, Some(&bin), vars)?;
         let control_plane = ControlPlane {
             kubeconfig: PathBuf::from(kubeconfig),
             dir: Some(dir.to_owned()),
@@ -122,6 +137,11 @@ impl ControlPlane {
     /// The directory of a control plane started here (pid files, logs, data).
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
+    }
+
+    /// The directory of its provisioned binaries (a control plane started here).
+    pub fn bin(&self) -> Option<&Path> {
+        self.bin.as_deref()
     }
 
     /// Stops one component (`kube-apiserver` or `etcd`) of a control plane started here,

@@ -1,5 +1,6 @@
 //! The harness of tidal-scheduler's integration tests and benchmarks, one crate for
-//! both: a real control plane (etcd + kube-apiserver from `tests/control-plane/`),
+//! both: a real control plane (etcd + kube-apiserver from `tests/control-plane/`), a
+//! real node (kubelet, containerd) for what users install,
 //! child processes that never outlive the test, proxies that lag or hold traffic, the
 //! audit log, fixtures and the robfig/cron reference.
 
@@ -14,6 +15,7 @@ pub mod http;
 pub mod jaeger;
 pub mod lagging_proxy;
 pub mod measure;
+pub mod node;
 pub mod process;
 pub mod prometheus;
 pub mod reaper;

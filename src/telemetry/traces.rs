@@ -147,7 +147,7 @@ fn resource(identity: &str) -> Resource {
         .with_attributes([
             KeyValue::new("service.name", SERVICE_NAME),
             KeyValue::new("service.instance.id", identity.to_owned()),
-            KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+            KeyValue::new("service.version", crate::VERSION),
         ])
         .with_detectors(&[
             Box::new(TelemetryResourceDetector),
