@@ -25,6 +25,28 @@ node_paths=(/var/lib/kubelet /var/log/containers /var/log/pods /run/netns /run/c
 
 is_node() { [ -f "$dir/node.mode" ]; }
 
+# The machine's node: the DIR of the one running (up.sh --node writes it, down.sh
+# removes it last).
+node_marker=/run/tidal-scheduler-node
+
+# Waits until no other DIR's node runs on this machine (e.g. one a test binary's reaper
+# is still tearing down), then claims the machine for DIR.
+claim_machine() {
+  local other deadline=$((SECONDS + timeout))
+  while other="$(cat "$node_marker" 2>/dev/null)" && [ -n "$other" ] && [ "$other" != "$dir" ]; do
+    if [ ! -d "$other" ]; then
+      log "the node of $other is gone (its directory too); taking over"
+      break
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      fail "another node runs on this machine ($other); stop it with down.sh $other"
+      return
+    fi
+    sleep 0.5
+  done
+  echo "$dir" >"$node_marker"
+}
+
 # The VM's primary address (kubelet refuses a loopback node IP).
 node_ip() {
   ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }'
@@ -296,6 +318,7 @@ start_node() {
   for tool in kubelet kube-proxy kube-controller-manager kube-scheduler kubectl pause; do
     [ -x "$bin/$tool" ] || { fail "$bin/$tool not found (run provision.sh)"; return; }
   done
+  claim_machine || return
   # The binaries, for down.sh (kubectl deletes the pods).
   echo "$bin" >"$dir/node.mode"
   record_machine_state
@@ -367,16 +390,18 @@ unmount_node() {
 }
 
 remove_network() {
-  local netns
+  local netns link
   for netns in $(ls /run/netns 2>/dev/null); do
     grep -qxF "$netns" "$dir/machine-before/netns" 2>/dev/null || ip netns delete "$netns" 2>/dev/null || true
   done
-  ip link show "$bridge" >/dev/null 2>&1 && ip link del "$bridge"
-  local link
-  for link in $(ip -o link show type veth 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
-    [ "$(cat "/sys/class/net/$link/master/uevent" 2>/dev/null | sed -n 's/^INTERFACE=//p')" = "$bridge" ] &&
-      ip link del "$link" 2>/dev/null
+  # The pods' veths (CNI removes them with their sandbox; these outlived it), then the
+  # bridge they hang on.
+  for link in $(ls "/sys/class/net/$bridge/brif" 2>/dev/null); do
+    ip link del "$link" 2>/dev/null || true
   done
+  if ip link show "$bridge" >/dev/null 2>&1; then
+    ip link del "$bridge"
+  fi
   return 0
 }
 
@@ -416,13 +441,25 @@ restore_machine_state() {
   done
 }
 
-# The kubepods cgroups of every v1 hierarchy (and of the unified one), deepest first.
+# The kubepods cgroups of every v1 hierarchy (and of the unified one), deepest first,
+# after killing whatever still runs in them (containers whose shim died).
 remove_cgroups() {
-  local hierarchy cgroup
+  local hierarchy cgroup pid deadline
   for hierarchy in /sys/fs/cgroup/*; do
     [ -d "$hierarchy/kubepods" ] || continue
+    for pid in $(find "$hierarchy/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+  done
+  for hierarchy in /sys/fs/cgroup/*; do
+    [ -d "$hierarchy/kubepods" ] || continue
+    deadline=$((SECONDS + 10))
     for cgroup in $(find "$hierarchy/kubepods" -depth -type d 2>/dev/null); do
-      rmdir "$cgroup" 2>/dev/null || true
+      until rmdir "$cgroup" 2>/dev/null || [ ! -d "$cgroup" ]; do
+        # A killed process leaves its cgroup once it is reaped.
+        [ $SECONDS -lt $deadline ] || { log "cannot remove $cgroup"; break; }
+        sleep 0.1
+      done
     done
   done
 }
@@ -446,4 +483,5 @@ stop_node() {
     restore_machine_state
   fi
   rm -f "$dir/node.env"
+  [ "$(cat "$node_marker" 2>/dev/null)" != "$dir" ] || rm -f "$node_marker"
 }
