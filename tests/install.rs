@@ -1,0 +1,294 @@
+//! The two ways to install — `kubectl apply -k deploy/` and the Helm chart — rendered
+//! by the real kubectl and helm: the chart passes `helm lint --strict`, its schema
+//! refuses bad values by name, and both renderings install the same controller (the
+//! same CRD, permissions, pod, disruption budget and metrics Service). tests/node.rs
+//! installs both on a real node.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use tidal_harness as common;
+
+use common::cluster::{REPO, provisioned_bin};
+
+fn tool(name: &str) -> PathBuf {
+    provisioned_bin()
+        .unwrap_or_else(|e| panic!("provisioned binaries: {e}"))
+        .join(name)
+}
+
+fn chart() -> PathBuf {
+    Path::new(REPO).join("deploy/helm/tidal-scheduler")
+}
+
+/// Runs `program ARGS` with Helm's state in a scratch directory; (success, stdout,
+/// stderr).
+fn run(program: &Path, args: &[&str]) -> (bool, String, String) {
+    let home = common::target_tmpdir().join(format!("helm-home-{}", std::process::id()));
+    let out = Command::new(program)
+        .args(args)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("YAML");
+    documents
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .map(numbers_as_floats)
+        .collect()
+}
+
+/// The same document with every number a float: kustomize writes the CRD's `100` as
+/// `100.0`, which is the same number.
+fn numbers_as_floats(value: Value) -> Value {
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map_or(Value::Number(n), Value::Number),
+        Value::Array(items) => Value::Array(items.into_iter().map(numbers_as_floats).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (k, numbers_as_floats(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+fn kustomize() -> Vec<Value> {
+    let deploy = Path::new(REPO).join("deploy");
+    let (ok, out, err) = run(&tool("kubectl"), &["kustomize", deploy.to_str().unwrap()]);
+    assert!(ok, "kubectl kustomize deploy/: {err}");
+    documents(&out)
+}
+
+fn helm_template(values: &[&str]) -> Result<Vec<Value>, String> {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        "tidal-scheduler",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "tidal-system",
+        "--include-crds",
+    ];
+    for value in values {
+        args.extend(["--set", value]);
+    }
+    let (ok, out, err) = run(&tool("helm"), &args);
+    if ok { Ok(documents(&out)) } else { Err(err) }
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// Every label of `selector` is on `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    selector
+        .as_object()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| &labels[k] == v))
+}
+
+/// The pod spec without what names the installation (label selectors).
+fn pod_spec(deployment: &Value) -> Value {
+    let mut spec = deployment["spec"]["template"]["spec"].clone();
+    spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        ["labelSelector"] = Value::Null;
+    spec
+}
+
+/// The name and namespace of every object, but the Namespace kustomize creates (Helm
+/// installs into `--namespace`, created with `--create-namespace`).
+fn inventory(objects: &[Value]) -> Vec<(String, String, String)> {
+    let mut names: Vec<(String, String, String)> = objects
+        .iter()
+        .filter(|o| o["kind"] != "Namespace")
+        .map(|o| {
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                text(&o["kind"]),
+                text(&o["metadata"]["name"]),
+                text(&o["metadata"]["namespace"]),
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_chart_passes_helm_lint_strict() {
+    for values in [
+        &[][..],
+        &[
+            "watchNamespaces={team-a,team-b}",
+            "otel.endpoint=http://collector:4318",
+            "serviceMonitor.enabled=true",
+        ][..],
+    ] {
+        let chart = chart();
+        let mut args = vec!["lint", "--strict", chart.to_str().unwrap()];
+        for value in values {
+            args.extend(["--set", value]);
+        }
+        let (ok, out, err) = run(&tool("helm"), &args);
+        assert!(ok, "helm lint --strict {values:?}:\n{out}{err}");
+    }
+}
+
+#[test]
+fn the_charts_schema_refuses_bad_values_by_name() {
+    for (value, named) in [
+        ("replicaCount=0", "/replicaCount"),
+        (
+            "leaderElection.leaseDuration=15",
+            "/leaderElection/leaseDuration",
+        ),
+        ("logFormat=xml", "/logFormat"),
+        ("watchNamespaces={Not_A_Name}", "/watchNamespaces/0"),
+        ("otel.endpoint=collector:4318", "/otel/endpoint"),
+        ("replicas=3", "replicas"),
+    ] {
+        let error = helm_template(&[value]).expect_err(value);
+        assert!(
+            error.contains(named),
+            "{value}: the error should name {named}:\n{error}"
+        );
+    }
+}
+
+#[test]
+fn the_charts_crd_is_deploy_crd_yaml() {
+    let chart_crd =
+        std::fs::read_to_string(chart().join("crds/tidalschedulers.yaml")).expect("read");
+    let crd = std::fs::read_to_string(Path::new(REPO).join("deploy/crd.yaml")).expect("read");
+    assert!(
+        chart_crd == crd,
+        "deploy/helm/tidal-scheduler/crds/tidalschedulers.yaml is stale: copy deploy/crd.yaml"
+    );
+}
+
+#[test]
+fn kustomize_and_helm_install_the_same_controller() {
+    let kustomized = kustomize();
+    let helm = helm_template(&[]).expect("helm template");
+    assert_eq!(inventory(&kustomized), inventory(&helm), "the same objects");
+
+    let crd = "tidalschedulers.scheduling.tidal.io";
+    assert_eq!(
+        find(&kustomized, "CustomResourceDefinition", crd)["spec"],
+        find(&helm, "CustomResourceDefinition", crd)["spec"]
+    );
+    for (kind, name) in [
+        ("ClusterRole", "tidal-scheduler"),
+        ("Role", "tidal-scheduler-leader-election"),
+    ] {
+        assert_eq!(
+            find(&kustomized, kind, name)["rules"],
+            find(&helm, kind, name)["rules"],
+            "{kind} {name}"
+        );
+    }
+    for (kind, name) in [
+        ("ClusterRoleBinding", "tidal-scheduler"),
+        ("RoleBinding", "tidal-scheduler-leader-election"),
+    ] {
+        for field in ["roleRef", "subjects"] {
+            assert_eq!(
+                find(&kustomized, kind, name)[field],
+                find(&helm, kind, name)[field],
+                "{kind} {name} {field}"
+            );
+        }
+    }
+    let (ours, theirs) = (
+        find(&kustomized, "Deployment", "tidal-scheduler"),
+        find(&helm, "Deployment", "tidal-scheduler"),
+    );
+    assert_eq!(pod_spec(ours), pod_spec(theirs), "the pod");
+    for field in ["replicas", "strategy"] {
+        assert_eq!(
+            ours["spec"][field], theirs["spec"][field],
+            "Deployment {field}"
+        );
+    }
+    assert_eq!(
+        find(&kustomized, "PodDisruptionBudget", "tidal-scheduler")["spec"]["maxUnavailable"],
+        find(&helm, "PodDisruptionBudget", "tidal-scheduler")["spec"]["maxUnavailable"]
+    );
+    let service = "tidal-scheduler-metrics";
+    for field in ["ports", "clusterIP"] {
+        assert_eq!(
+            find(&kustomized, "Service", service)["spec"][field],
+            find(&helm, "Service", service)["spec"][field],
+            "Service {field}"
+        );
+    }
+
+    // Within each rendering, the selectors select the controller's pods and the Lease
+    // the pods use is the one the Role grants.
+    for objects in [&kustomized, &helm] {
+        let deployment = find(objects, "Deployment", "tidal-scheduler");
+        let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+        assert!(selects(
+            &deployment["spec"]["selector"]["matchLabels"],
+            labels
+        ));
+        let pdb = find(objects, "PodDisruptionBudget", "tidal-scheduler");
+        assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
+        assert!(selects(
+            &find(objects, "Service", service)["spec"]["selector"],
+            labels
+        ));
+        let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("env");
+        let lease = env
+            .iter()
+            .find(|e| e["name"] == "TIDAL_LEASE_NAME")
+            .expect("TIDAL_LEASE_NAME")["value"]
+            .clone();
+        let role = find(objects, "Role", "tidal-scheduler-leader-election");
+        assert_eq!(role["rules"][1]["resourceNames"][0], lease);
+    }
+}
+
+#[test]
+fn watched_namespaces_get_roles_instead_of_a_cluster_role() {
+    let helm = helm_template(&["watchNamespaces={team-a,team-b}"]).expect("helm template");
+    assert!(helm.iter().all(|o| o["kind"] != "ClusterRole"));
+    let kustomized = kustomize();
+    let cluster_rules = &find(&kustomized, "ClusterRole", "tidal-scheduler")["rules"];
+    for namespace in ["team-a", "team-b"] {
+        let role = helm
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == namespace)
+            .unwrap_or_else(|| panic!("no Role in {namespace}"));
+        assert_eq!(&role["rules"], cluster_rules, "{namespace}");
+    }
+    let deployment = find(&helm, "Deployment", "tidal-scheduler");
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "TIDAL_NAMESPACES" && e["value"] == "team-a,team-b")
+    );
+}
