@@ -1,0 +1,823 @@
+//! The controller as platform teams run it: its image (`deploy/image/build.sh`) in real
+//! pods on a real node (`up.sh --node`), installed with `kubectl apply -k deploy/` or
+//! the Helm chart, against the real Deployment, ReplicaSet, disruption, HPA and
+//! namespace controllers of kube-controller-manager. The tests take turns on the one
+//! node (one installation at a time).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tidal_harness as common;
+
+use common::cluster::{REPO, TestEnv};
+use common::node::{Node, container_id, node, turn};
+use common::tide::{
+    PATIENCE, assert_every_instant_accounted, assert_no_duplicate_history, create, entry, manifest,
+    once_at, second_after, sleep_past, status, wait_status,
+};
+use tidal_scheduler::api::{TidalScheduler, validate};
+
+/// Where `kubectl apply -k deploy/` installs the controller.
+const SYSTEM: &str = "tidal-system";
+const LEASE: &str = "tidal-scheduler";
+/// The ServiceAccount the controller authenticates as.
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:tidal-system:tidal-scheduler";
+/// deploy/controller.yaml's lease duration and retry period.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// How long a rollout of the controller (or of a workload) may take here.
+const ROLLOUT: &str = "--timeout=180s";
+
+/// Installs the controller with `kubectl apply -k deploy/` (again: idempotent, and it
+/// undoes what an earlier test changed) and waits until all three replicas are Ready.
+async fn kustomized(node: &Node) -> Client {
+    node.load_controller_image(tidal_scheduler::VERSION);
+    let deploy = Path::new(REPO).join("deploy");
+    node.kubectl(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-k",
+        deploy.to_str().expect("UTF-8 path"),
+    ])
+    .unwrap_or_else(|e| panic!("kubectl apply -k deploy/: {e}"));
+    rollout(node, SYSTEM, "tidal-scheduler");
+    node.control_plane().client().await
+}
+
+/// Waits until Deployment `name`'s rollout is complete (`kubectl rollout status`).
+fn rollout(node: &Node, namespace: &str, name: &str) {
+    node.kubectl(&[
+        "-n",
+        namespace,
+        "rollout",
+        "status",
+        &format!("deployment/{name}"),
+        ROLLOUT,
+    ])
+    .unwrap_or_else(|e| panic!("rollout of {namespace}/{name}: {e}"));
+}
+
+/// The pods matching `selector` in `namespace` that are Ready (and not terminating).
+async fn ready_pods(client: &Client, namespace: &str, selector: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.list(&ListParams::default().labels(selector))
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none() && is_ready(pod))
+        .collect()
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// Polls until exactly `count` pods of `selector` are Ready; returns them.
+async fn wait_ready_pods(
+    client: &Client,
+    namespace: &str,
+    selector: &str,
+    count: usize,
+) -> Vec<Pod> {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let pods = ready_pods(client, namespace, selector).await;
+        if pods.len() == count {
+            return pods;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} Ready pods of {selector} in {namespace} after {PATIENCE:?}, not {count}",
+            pods.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The controller's Lease holder in `namespace` (empty if none).
+async fn holder(client: &Client, namespace: &str, lease: &str) -> String {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    leases
+        .get_opt(lease)
+        .await
+        .expect("get Lease")
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default()
+}
+
+/// Polls until the Lease is held by one of `pods`; returns that pod's name.
+async fn wait_holder_among(
+    client: &Client,
+    namespace: &str,
+    lease: &str,
+    pods: &[String],
+) -> String {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let holder = holder(client, namespace, lease).await;
+        if pods.contains(&holder) {
+            return holder;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Lease {namespace}/{lease} held by {holder:?}, none of {pods:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter().map(ResourceExt::name_any).collect()
+}
+
+/// A Deployment `name` of pause pods (they run here, pull policy Never).
+fn pause_deployment(node: &Node, name: &str, replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "app",
+                        "image": node.pause_image(),
+                        "imagePullPolicy": "Never",
+                        "resources": { "requests": { "cpu": "10m", "memory": "8Mi" } },
+                    }],
+                },
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
+/// Creates a pause Deployment `web` and a TidalScheduler `web` on it with `rules`.
+async fn web(
+    env: &TestEnv,
+    node: &Node,
+    apply: &str,
+    rules: &[(&str, &str, i32)],
+) -> TidalScheduler {
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &pause_deployment(node, "web", 1))
+        .await
+        .expect("create Deployment");
+    let mut manifest = manifest("web", "apps/v1", "Deployment", "web", apply, rules);
+    manifest["spec"]["historyLimit"] = 100.into();
+    create(env, manifest).await
+}
+
+/// Deletes the test's namespace (the node's namespace controller really removes it), so
+/// that its TidalSchedulers stop firing for the tests after it.
+async fn done(env: TestEnv) {
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    namespaces
+        .delete(&env.namespace, &DeleteParams::default())
+        .await
+        .expect("delete the test's namespace");
+}
+
+/// The audit log's write requests of `user`.
+fn audited_writes_of(node: &Node, user: &str) -> Vec<Value> {
+    let log = std::fs::read_to_string(node.dir().join("audit.log")).expect("read audit.log");
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["user"]["username"] == user)
+        .collect()
+}
+
+#[tokio::test]
+async fn kustomize_installs_three_hardened_replicas_and_one_pod_holds_the_lease() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+
+    let pods = wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 3).await;
+    let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
+
+    // In-cluster configuration: the leader's Lease writes are authenticated by the
+    // ServiceAccount token projected into its pod.
+    let lease_writes: Vec<Value> = audited_writes_of(node, SERVICE_ACCOUNT)
+        .into_iter()
+        .filter(|e| e["objectRef"]["resource"] == "leases" && e["objectRef"]["name"] == LEASE)
+        .collect();
+    assert!(
+        lease_writes.iter().any(|e| {
+            e["user"]["extra"]["authentication.kubernetes.io/pod-name"][0] == leader.as_str()
+                && e["responseStatus"]["code"]
+                    .as_u64()
+                    .is_some_and(|c| c < 300)
+        }),
+        "no successful Lease write by {leader} with its pod's token: {lease_writes:#?}"
+    );
+
+    // The running containers: non-root, read-only root, no capabilities, no privilege
+    // escalation, seccomp filtered — as the kernel sees the process, not only the spec.
+    for pod in &pods {
+        let id = container_id(pod, "controller");
+        let pid = node.task_pid(&id);
+        let proc_status =
+            std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
+        let field = |name: &str| {
+            proc_status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(str::trim)
+                .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+                .to_owned()
+        };
+        assert!(
+            field("Uid:").split_whitespace().all(|uid| uid == "65532"),
+            "{}",
+            field("Uid:")
+        );
+        assert!(
+            field("Gid:").split_whitespace().all(|gid| gid == "65532"),
+            "{}",
+            field("Gid:")
+        );
+        for set in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+            assert_eq!(field(set), "0000000000000000", "{} {set}", pod.name_any());
+        }
+        assert_eq!(field("NoNewPrivs:"), "1");
+        assert_eq!(field("Seccomp:"), "2", "seccomp filter mode");
+        let info: Value =
+            serde_json::from_str(&node.ctr(&["containers", "info", &id]).expect("ctr info"))
+                .expect("JSON");
+        assert_eq!(
+            info["Spec"]["root"]["readonly"], true,
+            "read-only root filesystem"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deployment_of_pause_pods_follows_a_tide_in_scale_mode() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    // 3 replicas at seconds 0, 12, 24, 36, 48; 1 replica 6 s later.
+    let rules = [
+        ("high", "CRON_TZ=UTC 0/12 * * * * *", 3),
+        ("low", "CRON_TZ=UTC 6/12 * * * * *", 1),
+    ];
+    web(&env, node, "Scale", &rules).await;
+
+    let mut seen = Vec::new();
+    let mut after = Timestamp::now();
+    for _ in 0..3 {
+        let object = wait_status(&env, "web", "a trigger after the last one", |s| {
+            s.history.iter().any(|h| h.schedule_time.0 > after)
+        })
+        .await;
+        let newest = status(&object)
+            .history
+            .iter()
+            .max_by_key(|h| h.schedule_time.0)
+            .expect("an entry")
+            .clone();
+        let count = usize::try_from(newest.replicas).expect("non-negative");
+        wait_ready_pods(&client, &env.namespace, "app=web", count).await;
+        seen.push(newest.replicas);
+        after = newest.schedule_time.0;
+    }
+    assert!(
+        seen.contains(&3) && seen.contains(&1),
+        "Ready pods followed {seen:?}: expected both 3 and 1"
+    );
+    done(env).await;
+}
+
+#[tokio::test]
+async fn deleting_the_leader_pod_right_before_an_instant_hands_it_to_a_standby() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    let at = second_after(Duration::from_secs(10));
+    web(&env, node, "Status", &[("once", &once_at(at), 2)]).await;
+    wait_status(&env, "web", "the instant planned", |s| {
+        s.next_trigger_time.as_ref().is_some_and(|t| t.0 == at)
+    })
+    .await;
+
+    let pods = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
+    sleep_past(at - SignedDuration::from_secs(1)).await;
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
+    pods_api
+        .delete(&leader, &DeleteParams::default())
+        .await
+        .expect("delete the leader's pod");
+
+    let object = wait_status(&env, "web", "the instant applied", |s| {
+        entry(s, "once", at).is_some()
+    })
+    .await;
+    let applied = entry(status(&object), "once", at).expect("entry").clone();
+    let new_leader = holder(&client, SYSTEM, LEASE).await;
+    assert_ne!(new_leader, leader, "a standby took over");
+    let lateness = applied.execution_time.0.duration_since(at);
+    // A released Lease is taken at the standby's next retry (2 s); waiting for it to
+    // expire would take the lease duration.
+    assert!(
+        lateness < SignedDuration::try_from(LEASE_DURATION / 2).expect("small"),
+        "applied {lateness:#} after its instant: the handover waited for the Lease to expire"
+    );
+    assert_no_duplicate_history(status(&object));
+    done(env).await;
+}
+
+#[tokio::test]
+async fn sigkill_of_the_leaders_container_loses_no_instant_and_applies_none_twice() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    let object = web(
+        &env,
+        node,
+        "Status",
+        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
+    )
+    .await;
+    let tide = validate(&object, Timestamp::now()).expect("valid").tide;
+    wait_status(&env, "web", "two triggers", |s| s.history.len() >= 2).await;
+
+    let pods = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
+    let pod = pods
+        .iter()
+        .find(|p| p.name_any() == leader)
+        .expect("leader's pod");
+    let container = container_id(pod, "controller");
+    node.ctr(&["tasks", "kill", "--signal", "SIGKILL", &container])
+        .expect("SIGKILL the leader's container");
+    let killed = Timestamp::now();
+
+    // kubelet restarts the container; triggers continue (from the restarted replica or
+    // a standby, once the Lease is free).
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let pod = pods_api.get(&leader).await.expect("the pod stays");
+        let restarted = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|c| c.first())
+            .is_some_and(|c| {
+                c.restart_count >= 1
+                    && c.last_state
+                        .as_ref()
+                        .and_then(|s| s.terminated.as_ref())
+                        .is_some_and(|t| t.exit_code == 137)
+            });
+        if restarted {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "kubelet did not restart {leader}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let resumed = killed + SignedDuration::try_from(LEASE_DURATION).expect("small");
+    let object = wait_status(&env, "web", "triggers after the failover", |s| {
+        s.history
+            .iter()
+            .filter(|h| h.schedule_time.0 > resumed)
+            .count()
+            >= 2
+    })
+    .await;
+    let history = &status(&object).history;
+    assert!(
+        history.iter().any(|h| h.schedule_time.0 < killed),
+        "{history:#?}"
+    );
+    assert_no_duplicate_history(status(&object));
+    assert_every_instant_accounted(&tide, history);
+    done(env).await;
+}
+
+#[tokio::test]
+async fn a_rolling_update_of_the_controller_applies_every_instant_once() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    let object = web(
+        &env,
+        node,
+        "Status",
+        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
+    )
+    .await;
+    let tide = validate(&object, Timestamp::now()).expect("valid").tide;
+    wait_status(&env, "web", "two triggers", |s| s.history.len() >= 2).await;
+    let before: BTreeSet<String> =
+        names(&ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await)
+            .into_iter()
+            .collect();
+
+    let image = node.load_controller_image(&format!("{}-next", tidal_scheduler::VERSION));
+    node.kubectl(&[
+        "-n",
+        SYSTEM,
+        "set",
+        "image",
+        "deployment/tidal-scheduler",
+        &format!("controller={image}"),
+    ])
+    .expect("kubectl set image");
+    rollout(node, SYSTEM, "tidal-scheduler");
+    let updated = Timestamp::now();
+    let after = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    assert!(
+        after.iter().all(|p| !before.contains(&p.name_any())),
+        "every replica replaced: {before:?} → {:?}",
+        names(&after)
+    );
+    let object = wait_status(&env, "web", "triggers after the rollout", |s| {
+        s.history
+            .iter()
+            .filter(|h| h.schedule_time.0 > updated)
+            .count()
+            >= 2
+    })
+    .await;
+    let history = &status(&object).history;
+    assert_no_duplicate_history(status(&object));
+    assert_every_instant_accounted(&tide, history);
+    done(env).await;
+}
+
+/// Evicts pod `name` of `namespace` with one `policy/v1` Eviction request; the API
+/// server's answer (kube's client would retry a 429 until the budget allows it).
+fn evict(node: &Node, namespace: &str, name: &str) -> Result<String, String> {
+    let eviction = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": { "name": name, "namespace": namespace },
+    });
+    let file = node.dir().join(format!("eviction-{name}.json"));
+    std::fs::write(&file, eviction.to_string()).expect("write the Eviction");
+    let path = format!("/api/v1/namespaces/{namespace}/pods/{name}/eviction");
+    node.kubectl(&[
+        "create",
+        "--raw",
+        &path,
+        "-f",
+        file.to_str().expect("UTF-8 path"),
+    ])
+}
+
+#[tokio::test]
+async fn eviction_honours_the_pod_disruption_budget() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let pods = wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 3).await;
+    // The disruption controller has counted the three (one disruption allowed).
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), SYSTEM);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let budget = budgets.get("tidal-scheduler").await.expect("get PDB");
+        let status = budget.status.clone().unwrap_or_default();
+        if status.current_healthy == 3
+            && status.disruptions_allowed == 1
+            && status.observed_generation == budget.metadata.generation
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "PDB never allowed one disruption: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Two evictions at once: the API server's budget check is a compare-and-swap on the
+    // PDB's status, so one gets through and the other is refused, whatever the timing.
+    let (one, other) = (pods[0].name_any(), pods[1].name_any());
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| evict(node, SYSTEM, &one));
+        let second = scope.spawn(|| evict(node, SYSTEM, &other));
+        (first.join().expect("evict"), second.join().expect("evict"))
+    });
+    let refused = |result: &Result<String, String>| {
+        result
+            .as_ref()
+            .is_err_and(|e| e.contains("TooManyRequests") && e.contains("disruption budget"))
+    };
+    assert!(
+        first.is_ok() != second.is_ok() && (refused(&first) || refused(&second)),
+        "exactly one of two simultaneous evictions must pass (maxUnavailable 1): {first:?}, {second:?}"
+    );
+    // The budget recovers once the replacement is Ready.
+    rollout(node, SYSTEM, "tidal-scheduler");
+    wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 3).await;
+}
+
+#[tokio::test]
+async fn hpa_floor_mode_raises_and_lowers_a_real_hpas_min_replicas() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    env.api::<Deployment>()
+        .create(&PostParams::default(), &pause_deployment(node, "web", 1))
+        .await
+        .expect("create Deployment");
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "scaleTargetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": "web" },
+            "minReplicas": 1,
+            "maxReplicas": 5,
+            "metrics": [{ "type": "Resource", "resource": {
+                "name": "cpu", "target": { "type": "Utilization", "averageUtilization": 80 } } }],
+        },
+    }))
+    .expect("an HPA");
+    env.api::<HorizontalPodAutoscaler>()
+        .create(&PostParams::default(), &hpa)
+        .await
+        .expect("create HPA");
+    let rules = [
+        ("high", "CRON_TZ=UTC 0/12 * * * * *", 3),
+        ("low", "CRON_TZ=UTC 6/12 * * * * *", 1),
+    ];
+    let mut manifest = manifest(
+        "web",
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        "web",
+        "Scale",
+        &rules,
+    );
+    manifest["spec"]["historyLimit"] = 100.into();
+    create(&env, manifest).await;
+
+    // The floor goes up: the HPA controller raises the Deployment to it (it does so
+    // without metrics: a target below minReplicas is scaled up first).
+    let raised = wait_status(&env, "web", "the floor raised", |s| {
+        s.history.iter().any(|h| h.rule == "high")
+    })
+    .await;
+    let high = status(&raised)
+        .history
+        .iter()
+        .find(|h| h.rule == "high")
+        .expect("high")
+        .clone();
+    wait_hpa_min(&env, 3).await;
+    wait_ready_pods(&client, &env.namespace, "app=web", 3).await;
+    // And down: the HPA's floor follows; scaling the Deployment below its current size
+    // is the HPA's own decision from CPU metrics, which this cluster has none of.
+    wait_status(&env, "web", "the floor lowered", |s| {
+        s.history
+            .iter()
+            .any(|h| h.rule == "low" && h.schedule_time.0 > high.schedule_time.0)
+    })
+    .await;
+    wait_hpa_min(&env, 1).await;
+    done(env).await;
+}
+
+async fn wait_hpa_min(env: &TestEnv, min: i32) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let hpa = env
+            .api::<HorizontalPodAutoscaler>()
+            .get("web")
+            .await
+            .expect("get HPA");
+        if hpa.spec.as_ref().and_then(|s| s.min_replicas) == Some(min) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "HPA minReplicas never {min}: {hpa:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_namespace_is_forgotten_without_error_loops() {
+    let node = node();
+    let _turn = turn().await;
+    let client = kustomized(node).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    web(
+        &env,
+        node,
+        "Status",
+        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
+    )
+    .await;
+    wait_status(&env, "web", "a trigger", |s| !s.history.is_empty()).await;
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .delete(&env.namespace, &DeleteParams::default())
+        .await
+        .expect("delete the namespace");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while namespaces
+        .get_opt(&env.namespace)
+        .await
+        .expect("get")
+        .is_some()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never terminated",
+            env.namespace
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let gone = Timestamp::now();
+
+    // Another object's triggers prove the controller went on; by then the deleted
+    // namespace's object must have left no retry loop behind.
+    let other = TestEnv::on(node.control_plane()).await;
+    web(
+        &other,
+        node,
+        "Status",
+        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
+    )
+    .await;
+    wait_status(&other, "web", "three triggers", |s| s.history.len() >= 3).await;
+    let pods = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
+    let since = format!("--since-time={gone}");
+    let log = node
+        .kubectl(&["-n", SYSTEM, "logs", &leader, &since])
+        .expect("kubectl logs");
+    let complaints: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(&env.namespace))
+        .filter(|line| line.contains("\"level\":\"ERROR\"") || line.contains("\"level\":\"WARN\""))
+        .collect();
+    assert!(
+        complaints.len() <= 1,
+        "the deleted namespace still causes errors:\n{}",
+        complaints.join("\n")
+    );
+    done(other).await;
+}
+
+#[tokio::test]
+async fn helm_installs_upgrades_and_uninstalls_the_chart() {
+    let node = node();
+    let _turn = turn().await;
+    let client = node.control_plane().client().await;
+    // One controller at a time: scale down the kustomize installation, if any.
+    let _ = node.kubectl(&[
+        "-n",
+        SYSTEM,
+        "scale",
+        "deployment/tidal-scheduler",
+        "--replicas=0",
+    ]);
+    wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 0).await;
+    let image = node.load_controller_image(tidal_scheduler::VERSION);
+    let chart = Path::new(REPO).join("deploy/helm/tidal-scheduler");
+    let chart = chart.to_str().expect("UTF-8 path");
+    let (release, namespace) = ("tidal", "tidal-helm");
+    let lease = "tidal-tidal-scheduler";
+    let selector = "app.kubernetes.io/instance=tidal";
+    let repository = image.split_once(':').expect("name:tag").0;
+
+    node.helm(&[
+        "install",
+        release,
+        chart,
+        "-n",
+        namespace,
+        "--create-namespace",
+        "--wait",
+        "--timeout=180s",
+        "--set",
+        &format!("image.repository={repository}"),
+        "--set",
+        "replicaCount=2",
+    ])
+    .unwrap_or_else(|e| panic!("helm install: {e}"));
+    let pods = wait_ready_pods(&client, namespace, selector, 2).await;
+    wait_holder_among(&client, namespace, lease, &names(&pods)).await;
+    let env = TestEnv::on(node.control_plane()).await;
+    web(
+        &env,
+        node,
+        "Status",
+        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
+    )
+    .await;
+    wait_status(&env, "web", "a trigger by the Helm release", |s| {
+        !s.history.is_empty()
+    })
+    .await;
+
+    // Changed values take effect: three replicas, a longer lease.
+    node.helm(&[
+        "upgrade",
+        release,
+        chart,
+        "-n",
+        namespace,
+        "--reuse-values",
+        "--wait",
+        "--timeout=180s",
+        "--set",
+        "replicaCount=3",
+        "--set",
+        "leaderElection.leaseDuration=20s",
+    ])
+    .unwrap_or_else(|e| panic!("helm upgrade: {e}"));
+    let pods = wait_ready_pods(&client, namespace, selector, 3).await;
+    wait_holder_among(&client, namespace, lease, &names(&pods)).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let spec = leases
+            .get(lease)
+            .await
+            .expect("Lease")
+            .spec
+            .unwrap_or_default();
+        if spec.lease_duration_seconds == Some(20)
+            && names(&pods).contains(&spec.holder_identity.unwrap_or_default())
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new lease duration never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let since_upgrade = Timestamp::now();
+    wait_status(&env, "web", "a trigger after the upgrade", |s| {
+        s.history.iter().any(|h| h.schedule_time.0 > since_upgrade)
+    })
+    .await;
+
+    // Uninstall removes the release's objects; the CRD (crds/) and the objects stay.
+    node.helm(&[
+        "uninstall",
+        release,
+        "-n",
+        namespace,
+        "--wait",
+        "--timeout=180s",
+    ])
+    .unwrap_or_else(|e| panic!("helm uninstall: {e}"));
+    for object in [
+        format!("-n {namespace} deployment/tidal-tidal-scheduler"),
+        format!("-n {namespace} serviceaccount/tidal-tidal-scheduler"),
+        "clusterrole/tidal-tidal-scheduler".to_owned(),
+        "clusterrolebinding/tidal-tidal-scheduler".to_owned(),
+    ] {
+        let args: Vec<&str> = object.split(' ').collect();
+        let found = node
+            .kubectl(&[&["get", "--ignore-not-found", "-o", "name"][..], &args[..]].concat())
+            .expect("kubectl get");
+        assert!(found.trim().is_empty(), "{object} outlived helm uninstall");
+    }
+    node.kubectl(&["get", "crd", "tidalschedulers.scheduling.tidal.io"])
+        .expect("the CRD stays after helm uninstall");
+    env.api::<TidalScheduler>()
+        .get("web")
+        .await
+        .expect("TidalSchedulers stay after helm uninstall");
+    done(env).await;
+    node.kubectl(&["delete", "namespace", namespace])
+        .expect("delete the release namespace");
+}
