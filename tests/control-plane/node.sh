@@ -378,26 +378,26 @@ kill_shims() {
 }
 
 unmount_node() {
-  local mount
   # Deepest first: pod volumes, the kubelet's bind mount of its root onto itself, rootfs
   # mounts of containerd, sandbox shm.
-  for mount in $(awk -v d="$dir/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
-    umount -l "$mount" 2>/dev/null || true
-  done
-  for mount in $(awk '$5 ~ "^/run/containerd/|^/run/netns/" { print $5 }' /proc/self/mountinfo | sort -r); do
+  awk -v d="$dir/" 'index($5, d) == 1 || $5 ~ "^/run/containerd/|^/run/netns/" { print $5 }' \
+    /proc/self/mountinfo | sort -r | while read -r mount; do
     umount -l "$mount" 2>/dev/null || true
   done
 }
 
 remove_network() {
   local netns link
-  for netns in $(ls /run/netns 2>/dev/null); do
-    grep -qxF "$netns" "$dir/machine-before/netns" 2>/dev/null || ip netns delete "$netns" 2>/dev/null || true
+  for netns in /run/netns/*; do
+    [ -e "$netns" ] || continue
+    grep -qxF "${netns##*/}" "$dir/machine-before/netns" 2>/dev/null ||
+      ip netns delete "${netns##*/}" 2>/dev/null || true
   done
   # The pods' veths (CNI removes them with their sandbox; these outlived it), then the
   # bridge they hang on.
-  for link in $(ls "/sys/class/net/$bridge/brif" 2>/dev/null); do
-    ip link del "$link" 2>/dev/null || true
+  for link in "/sys/class/net/$bridge/brif/"*; do
+    [ -e "$link" ] || continue
+    ip link del "${link##*/}" 2>/dev/null || true
   done
   if ip link show "$bridge" >/dev/null 2>&1; then
     ip link del "$bridge"
@@ -444,23 +444,22 @@ restore_machine_state() {
 # The kubepods cgroups of every v1 hierarchy (and of the unified one), deepest first,
 # after killing whatever still runs in them (containers whose shim died).
 remove_cgroups() {
-  local hierarchy cgroup pid deadline
+  local hierarchy cgroup deadline
   for hierarchy in /sys/fs/cgroup/*; do
     [ -d "$hierarchy/kubepods" ] || continue
-    for pid in $(find "$hierarchy/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null); do
-      kill -KILL "$pid" 2>/dev/null || true
-    done
+    find "$hierarchy/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null |
+      while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done
   done
   for hierarchy in /sys/fs/cgroup/*; do
     [ -d "$hierarchy/kubepods" ] || continue
     deadline=$((SECONDS + 10))
-    for cgroup in $(find "$hierarchy/kubepods" -depth -type d 2>/dev/null); do
+    while read -r cgroup; do
       until rmdir "$cgroup" 2>/dev/null || [ ! -d "$cgroup" ]; do
         # A killed process leaves its cgroup once it is reaped.
         [ $SECONDS -lt $deadline ] || { log "cannot remove $cgroup"; break; }
         sleep 0.1
       done
-    done
+    done < <(find "$hierarchy/kubepods" -depth -type d 2>/dev/null)
   done
 }
 

@@ -302,6 +302,7 @@ TRACING
     --endpoint-reconciler-type=none --authorization-mode=RBAC
     --disable-admission-plugins=ServiceAccount)
   if is_node; then
+    # shellcheck disable=SC2054 # Node,RBAC is one flag's value
     # Pods reach it at the `kubernetes` Service (kube-proxy: ClusterIP to this address).
     mode=(--bind-address=0.0.0.0 --advertise-address="$(node_ip)"
       --endpoint-reconciler-type=lease --authorization-mode=Node,RBAC
