@@ -292,3 +292,64 @@ fn watched_namespaces_get_roles_instead_of_a_cluster_role() {
             .any(|e| e["name"] == "TIDAL_NAMESPACES" && e["value"] == "team-a,team-b")
     );
 }
+
+#[test]
+fn the_kustomize_components_add_monitoring_and_an_otlp_endpoint() {
+    // An overlay as a user writes it, outside deploy/ (kustomize refuses a cycle).
+    let overlay = common::target_tmpdir().join(format!("overlay-{}", std::process::id()));
+    std::fs::create_dir_all(&overlay).expect("create overlay");
+    let deploy = Path::new(REPO).join("deploy");
+    let deploy = deploy.canonicalize().expect("deploy/");
+    let relative = |path: &Path| {
+        let depth = overlay.components().count() - 1;
+        let up = "../".repeat(depth);
+        format!("{up}{}", path.to_str().unwrap().trim_start_matches('/'))
+    };
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "resources: [{}]\ncomponents: [{}, {}]\n",
+            relative(&deploy),
+            relative(&deploy.join("monitoring")),
+            relative(&deploy.join("components/otel"))
+        ),
+    )
+    .expect("write kustomization.yaml");
+    let (ok, out, err) = run(&tool("kubectl"), &["kustomize", overlay.to_str().unwrap()]);
+    assert!(
+        ok,
+        "kubectl kustomize of an overlay with the components: {err}"
+    );
+    let objects = documents(&out);
+    let monitor = find(&objects, "ServiceMonitor", "tidal-scheduler");
+    let service = find(&objects, "Service", "tidal-scheduler-metrics");
+    assert!(selects(
+        &monitor["spec"]["selector"]["matchLabels"],
+        &service["metadata"]["labels"]
+    ));
+    find(&objects, "PrometheusRule", "tidal-scheduler");
+    let dashboard = find(&objects, "ConfigMap", "tidal-scheduler-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json = dashboard["data"]["grafana-dashboard.json"]
+        .as_str()
+        .expect("the dashboard");
+    serde_json::from_str::<Value>(json).expect("the dashboard is JSON");
+    let env =
+        find(&objects, "Deployment", "tidal-scheduler")["spec"]["template"]["spec"]["containers"]
+            [0]["env"]
+            .clone();
+    assert!(
+        env.as_array()
+            .expect("env")
+            .iter()
+            .any(|e| e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "{env:#}"
+    );
+    // The base's own variables are still there.
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "POD_NAME")
+    );
+}
