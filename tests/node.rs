@@ -42,14 +42,8 @@ const ROLLOUT: &str = "--timeout=180s";
 async fn kustomized(node: &Node) -> Client {
     node.load_controller_image(tidal_scheduler::VERSION);
     let deploy = Path::new(REPO).join("deploy");
-    node.kubectl(&[
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-k",
-        deploy.to_str().expect("UTF-8 path"),
-    ])
-    .unwrap_or_else(|e| panic!("kubectl apply -k deploy/: {e}"));
+    node.kubectl(&["apply", "-k", deploy.to_str().expect("UTF-8 path")])
+        .unwrap_or_else(|e| panic!("kubectl apply -k deploy/: {e}"));
     rollout(node, SYSTEM, "tidal-scheduler");
     node.control_plane().client().await
 }
@@ -341,6 +335,7 @@ async fn deleting_the_leader_pod_right_before_an_instant_hands_it_to_a_standby()
     let new_leader = holder(&client, SYSTEM, LEASE).await;
     assert_ne!(new_leader, leader, "a standby took over");
     let lateness = applied.execution_time.0.duration_since(at);
+    eprintln!("handover: the instant was applied {lateness:#} after it came due");
     // A released Lease is taken at the standby's next retry (2 s); waiting for it to
     // expire would take the lease duration.
     assert!(
