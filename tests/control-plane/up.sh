@@ -30,6 +30,8 @@
 #   TIDAL_JAEGER=1           also start Jaeger (jaeger.yaml; needs jaeger in the binary
 #                            directory) and trace to it; its addresses go to
 #                            DIR/jaeger.env (JAEGER_OTLP_HTTP, JAEGER_OTLP_GRPC, JAEGER_QUERY)
+#   TIDAL_TRACE_CONTROL_PLANE=0  with TIDAL_JAEGER=1: Jaeger, but kube-apiserver and etcd
+#                            do not trace (what the controller's own tracing costs)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -202,9 +204,10 @@ start_jaeger() {
   [ -x "$bin/jaeger" ] || { fail "TIDAL_JAEGER=1 but $bin/jaeger is missing"; return; }
   [ -n "${jaeger_query_port:-}" ] ||
     { fail "TIDAL_JAEGER=1 on $dir, first started without Jaeger: use a fresh DIR"; return; }
-  tracing="127.0.0.1:$jaeger_otlp_grpc_port"
+  local grpc="127.0.0.1:$jaeger_otlp_grpc_port"
+  [ "${TIDAL_TRACE_CONTROL_PLANE:-1}" = 0 ] || tracing="$grpc"
   printf 'JAEGER_OTLP_HTTP=http://127.0.0.1:%s\nJAEGER_OTLP_GRPC=%s\nJAEGER_QUERY=127.0.0.1:%s\n' \
-    "$jaeger_otlp_http_port" "$tracing" "$jaeger_query_port" >"$dir/jaeger.env"
+    "$jaeger_otlp_http_port" "$grpc" "$jaeger_query_port" >"$dir/jaeger.env"
   if running_pid jaeger >/dev/null; then
     await jaeger jaeger_ready
     return
