@@ -26,6 +26,7 @@ use common::tide::{
     once_at, second_after, sleep_past, status, wait_status,
 };
 use tidal_scheduler::api::{TidalScheduler, validate};
+use tidal_scheduler::schedule::Tide;
 
 /// Where `kubectl apply -k deploy/` installs the controller.
 const SYSTEM: &str = "tidal-system";
@@ -34,6 +35,10 @@ const LEASE: &str = "tidal-scheduler";
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:tidal-system:tidal-scheduler";
 /// deploy/controller.yaml's lease duration and retry period.
 const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// The controller's pods (kustomize installation).
+const CONTROLLER_PODS: &str = "app.kubernetes.io/name=tidal-scheduler";
+/// A rule firing every 2 s.
+const EVERY_2S: (&str, &str, i32) = ("every-2s", "CRON_TZ=UTC */2 * * * * *", 2);
 /// How long a rollout of the controller (or of a workload) may take here.
 const ROLLOUT: &str = "--timeout=180s";
 
@@ -183,6 +188,15 @@ async fn web(
     create(env, manifest).await
 }
 
+/// A pause Deployment `web` and a TidalScheduler `web` on it firing every 2 s in Status
+/// mode, once two triggers are applied; returns its tide.
+async fn firing_every_two_seconds(env: &TestEnv, node: &Node) -> Tide {
+    let object = web(env, node, "Status", &[EVERY_2S]).await;
+    let tide = validate(&object, Timestamp::now()).expect("valid").tide;
+    wait_status(env, "web", "two triggers", |s| s.history.len() >= 2).await;
+    tide
+}
+
 /// Deletes the test's namespace (the node's namespace controller really removes it), so
 /// that its TidalSchedulers stop firing for the tests after it.
 async fn done(env: TestEnv) {
@@ -208,7 +222,7 @@ async fn kustomize_installs_three_hardened_replicas_and_one_pod_holds_the_lease(
     let _turn = turn().await;
     let client = kustomized(node).await;
 
-    let pods = wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 3).await;
+    let pods = wait_ready_pods(&client, SYSTEM, CONTROLLER_PODS, 3).await;
     let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
 
     // In-cluster configuration: the leader's Lease writes are authenticated by the
@@ -318,7 +332,7 @@ async fn deleting_the_leader_pod_right_before_an_instant_hands_it_to_a_standby()
     })
     .await;
 
-    let pods = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let pods = ready_pods(&client, SYSTEM, CONTROLLER_PODS).await;
     let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
     sleep_past(at - SignedDuration::from_secs(1)).await;
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
@@ -352,17 +366,9 @@ async fn sigkill_of_the_leaders_container_loses_no_instant_and_applies_none_twic
     let _turn = turn().await;
     let client = kustomized(node).await;
     let env = TestEnv::on(node.control_plane()).await;
-    let object = web(
-        &env,
-        node,
-        "Status",
-        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
-    )
-    .await;
-    let tide = validate(&object, Timestamp::now()).expect("valid").tide;
-    wait_status(&env, "web", "two triggers", |s| s.history.len() >= 2).await;
+    let tide = firing_every_two_seconds(&env, node).await;
 
-    let pods = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let pods = ready_pods(&client, SYSTEM, CONTROLLER_PODS).await;
     let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
     let pod = pods
         .iter()
@@ -425,19 +431,10 @@ async fn a_rolling_update_of_the_controller_applies_every_instant_once() {
     let _turn = turn().await;
     let client = kustomized(node).await;
     let env = TestEnv::on(node.control_plane()).await;
-    let object = web(
-        &env,
-        node,
-        "Status",
-        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
-    )
-    .await;
-    let tide = validate(&object, Timestamp::now()).expect("valid").tide;
-    wait_status(&env, "web", "two triggers", |s| s.history.len() >= 2).await;
-    let before: BTreeSet<String> =
-        names(&ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await)
-            .into_iter()
-            .collect();
+    let tide = firing_every_two_seconds(&env, node).await;
+    let before: BTreeSet<String> = names(&ready_pods(&client, SYSTEM, CONTROLLER_PODS).await)
+        .into_iter()
+        .collect();
 
     let image = node.load_controller_image(&format!("{}-next", tidal_scheduler::VERSION));
     node.kubectl(&[
@@ -451,7 +448,7 @@ async fn a_rolling_update_of_the_controller_applies_every_instant_once() {
     .expect("kubectl set image");
     rollout(node, SYSTEM, "tidal-scheduler");
     let updated = Timestamp::now();
-    let after = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let after = ready_pods(&client, SYSTEM, CONTROLLER_PODS).await;
     assert!(
         after.iter().all(|p| !before.contains(&p.name_any())),
         "every replica replaced: {before:?} → {:?}",
@@ -496,7 +493,7 @@ async fn eviction_honours_the_pod_disruption_budget() {
     let node = node();
     let _turn = turn().await;
     let client = kustomized(node).await;
-    let pods = wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 3).await;
+    let pods = wait_ready_pods(&client, SYSTEM, CONTROLLER_PODS, 3).await;
     // The disruption controller has counted the three (one disruption allowed).
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), SYSTEM);
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -534,7 +531,7 @@ async fn eviction_honours_the_pod_disruption_budget() {
     );
     // The budget recovers once the replacement is Ready.
     rollout(node, SYSTEM, "tidal-scheduler");
-    wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 3).await;
+    wait_ready_pods(&client, SYSTEM, CONTROLLER_PODS, 3).await;
 }
 
 #[tokio::test]
@@ -628,13 +625,7 @@ async fn a_deleted_namespace_is_forgotten_without_error_loops() {
     let _turn = turn().await;
     let client = kustomized(node).await;
     let env = TestEnv::on(node.control_plane()).await;
-    web(
-        &env,
-        node,
-        "Status",
-        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
-    )
-    .await;
+    web(&env, node, "Status", &[EVERY_2S]).await;
     wait_status(&env, "web", "a trigger", |s| !s.history.is_empty()).await;
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -661,15 +652,9 @@ async fn a_deleted_namespace_is_forgotten_without_error_loops() {
     // Another object's triggers prove the controller went on; by then the deleted
     // namespace's object must have left no retry loop behind.
     let other = TestEnv::on(node.control_plane()).await;
-    web(
-        &other,
-        node,
-        "Status",
-        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
-    )
-    .await;
+    web(&other, node, "Status", &[EVERY_2S]).await;
     wait_status(&other, "web", "three triggers", |s| s.history.len() >= 3).await;
-    let pods = ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler").await;
+    let pods = ready_pods(&client, SYSTEM, CONTROLLER_PODS).await;
     let leader = wait_holder_among(&client, SYSTEM, LEASE, &names(&pods)).await;
     let since = format!("--since-time={gone}");
     let log = node
@@ -701,7 +686,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
         "deployment/tidal-scheduler",
         "--replicas=0",
     ]);
-    wait_ready_pods(&client, SYSTEM, "app.kubernetes.io/name=tidal-scheduler", 0).await;
+    wait_ready_pods(&client, SYSTEM, CONTROLLER_PODS, 0).await;
     let image = node.load_controller_image(tidal_scheduler::VERSION);
     let chart = Path::new(REPO).join("deploy/helm/tidal-scheduler");
     let chart = chart.to_str().expect("UTF-8 path");
@@ -728,13 +713,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     let pods = wait_ready_pods(&client, namespace, selector, 2).await;
     wait_holder_among(&client, namespace, lease, &names(&pods)).await;
     let env = TestEnv::on(node.control_plane()).await;
-    web(
-        &env,
-        node,
-        "Status",
-        &[("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)],
-    )
-    .await;
+    web(&env, node, "Status", &[EVERY_2S]).await;
     wait_status(&env, "web", "a trigger by the Helm release", |s| {
         !s.history.is_empty()
     })
