@@ -21,9 +21,10 @@ use tidal_harness as common;
 
 use common::cluster::{REPO, TestEnv};
 use common::node::{Node, container_id, node, turn};
+use common::replicas::lease_record;
 use common::tide::{
-    PATIENCE, assert_every_instant_accounted, assert_no_duplicate_history, create, entry, manifest,
-    once_at, second_after, sleep_past, status, wait_status,
+    assert_every_instant_accounted, assert_no_duplicate_history, create, entry, eventually,
+    manifest, once_at, second_after, sleep_past, status, wait_status,
 };
 use tidal_scheduler::api::{TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
@@ -96,31 +97,23 @@ async fn wait_ready_pods(
     selector: &str,
     count: usize,
 ) -> Vec<Pod> {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let what = format!("{count} Ready pods of {selector} in {namespace}");
+    eventually(&what, || async {
         let pods = ready_pods(client, namespace, selector).await;
         if pods.len() == count {
-            return pods;
+            Ok(pods)
+        } else {
+            Err(format!("{} Ready", pods.len()))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} Ready pods of {selector} in {namespace} after {PATIENCE:?}, not {count}",
-            pods.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 /// The controller's Lease holder in `namespace` (empty if none).
 async fn holder(client: &Client, namespace: &str, lease: &str) -> String {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    leases
-        .get_opt(lease)
+    lease_record(&Api::namespaced(client.clone(), namespace), lease)
         .await
-        .expect("get Lease")
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-        .unwrap_or_default()
+        .0
 }
 
 /// Polls until the Lease is held by one of `pods`; returns that pod's name.
@@ -130,18 +123,16 @@ async fn wait_holder_among(
     lease: &str,
     pods: &[String],
 ) -> String {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let what = format!("holder of Lease {namespace}/{lease} among {pods:?}");
+    eventually(&what, || async {
         let holder = holder(client, namespace, lease).await;
         if pods.contains(&holder) {
-            return holder;
+            Ok(holder)
+        } else {
+            Err(format!("held by {holder:?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "Lease {namespace}/{lease} held by {holder:?}, none of {pods:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 fn names(pods: &[Pod]) -> Vec<String> {
@@ -382,8 +373,7 @@ async fn sigkill_of_the_leaders_container_loses_no_instant_and_applies_none_twic
     // kubelet restarts the container; triggers continue (from the restarted replica or
     // a standby, once the Lease is free).
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), SYSTEM);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually("restart of the killed container", || async {
         let pod = pods_api.get(&leader).await.expect("the pod stays");
         let restarted = pod
             .status
@@ -398,14 +388,12 @@ async fn sigkill_of_the_leaders_container_loses_no_instant_and_applies_none_twic
                         .is_some_and(|t| t.exit_code == 137)
             });
         if restarted {
-            break;
+            Ok(())
+        } else {
+            Err(format!("kubelet has not restarted {leader}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "kubelet did not restart {leader}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     let resumed = killed + SignedDuration::try_from(LEASE_DURATION).expect("small");
     let object = wait_status(&env, "web", "triggers after the failover", |s| {
         s.history
@@ -496,22 +484,19 @@ async fn eviction_honours_the_pod_disruption_budget() {
     let pods = wait_ready_pods(&client, SYSTEM, CONTROLLER_PODS, 3).await;
     // The disruption controller has counted the three (one disruption allowed).
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), SYSTEM);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually("PDB allowing one disruption", || async {
         let budget = budgets.get("tidal-scheduler").await.expect("get PDB");
         let status = budget.status.clone().unwrap_or_default();
         if status.current_healthy == 3
             && status.disruptions_allowed == 1
             && status.observed_generation == budget.metadata.generation
         {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{status:?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "PDB never allowed one disruption: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     // Two evictions at once: the API server's budget check is a compare-and-swap on the
     // PDB's status, so one gets through and the other is refused, whatever the timing.
     let (one, other) = (pods[0].name_any(), pods[1].name_any());
@@ -601,22 +586,19 @@ async fn hpa_floor_mode_raises_and_lowers_a_real_hpas_min_replicas() {
 }
 
 async fn wait_hpa_min(env: &TestEnv, min: i32) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually(&format!("HPA minReplicas {min}"), || async {
         let hpa = env
             .api::<HorizontalPodAutoscaler>()
             .get("web")
             .await
             .expect("get HPA");
         if hpa.spec.as_ref().and_then(|s| s.min_replicas) == Some(min) {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{hpa:#?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "HPA minReplicas never {min}: {hpa:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -633,20 +615,13 @@ async fn a_deleted_namespace_is_forgotten_without_error_loops() {
         .delete(&env.namespace, &DeleteParams::default())
         .await
         .expect("delete the namespace");
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while namespaces
-        .get_opt(&env.namespace)
-        .await
-        .expect("get")
-        .is_some()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} never terminated",
-            env.namespace
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually("termination of the namespace", || async {
+        match namespaces.get_opt(&env.namespace).await.expect("get") {
+            None => Ok(()),
+            Some(namespace) => Err(format!("{} still there", namespace.name_any())),
+        }
+    })
+    .await;
     let gone = Timestamp::now();
 
     // Another object's triggers prove the controller went on; by then the deleted
@@ -738,8 +713,7 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     let pods = wait_ready_pods(&client, namespace, selector, 3).await;
     wait_holder_among(&client, namespace, lease, &names(&pods)).await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    eventually("the new lease duration in effect", || async {
         let spec = leases
             .get(lease)
             .await
@@ -747,16 +721,14 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
             .spec
             .unwrap_or_default();
         if spec.lease_duration_seconds == Some(20)
-            && names(&pods).contains(&spec.holder_identity.unwrap_or_default())
+            && names(&pods).contains(&spec.holder_identity.clone().unwrap_or_default())
         {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{spec:?}"))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the new lease duration never took effect"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     let since_upgrade = Timestamp::now();
     wait_status(&env, "web", "a trigger after the upgrade", |s| {
         s.history.iter().any(|h| h.schedule_time.0 > since_upgrade)

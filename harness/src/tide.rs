@@ -288,6 +288,25 @@ pub async fn wait_logged(process: &Process, message: &str) {
     }
 }
 
+/// Polls `probe` every 200 ms until it gives `Ok`; fails the test after [`PATIENCE`]
+/// naming `what` and the last state the probe reported (its `Err`).
+pub async fn eventually<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(seen) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {what} within {PATIENCE:?}: {seen}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Runs `body` and returns its result, failing the test after `limit`.
 pub async fn within<T>(limit: Duration, what: &str, body: impl Future<Output = T>) -> T {
     tokio::time::timeout(limit, body)
