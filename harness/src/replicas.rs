@@ -6,7 +6,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::PostParams;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 use tidal_scheduler::api::validate;
 use tidal_scheduler::schedule::Tide;
@@ -46,11 +46,13 @@ pub fn start_replicas(env: &TestEnv, names: &[&str]) -> Vec<Process> {
 
 /// The Lease's holder and transition count (empty holder when released or absent).
 pub async fn lease_state(env: &TestEnv) -> (String, i32) {
-    let lease = env
-        .api::<Lease>()
-        .get_opt(LEASE_NAME)
-        .await
-        .expect("get Lease");
+    lease_record(&env.api::<Lease>(), LEASE_NAME).await
+}
+
+/// Holder and transition count of the Lease `name` of `leases` (empty holder when
+/// released or absent).
+pub async fn lease_record(leases: &Api<Lease>, name: &str) -> (String, i32) {
+    let lease = leases.get_opt(name).await.expect("get Lease");
     let spec = lease.and_then(|l| l.spec).unwrap_or_default();
     (
         spec.holder_identity.unwrap_or_default(),
