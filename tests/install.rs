@@ -11,28 +11,35 @@ use serde_json::Value;
 use tidal_harness as common;
 
 use common::cluster::{REPO, provisioned_bin};
+use common::node::helm_command;
 
-fn tool(name: &str) -> PathBuf {
-    provisioned_bin()
-        .unwrap_or_else(|e| panic!("provisioned binaries: {e}"))
-        .join(name)
+fn bin() -> PathBuf {
+    provisioned_bin().unwrap_or_else(|e| panic!("provisioned binaries: {e}"))
 }
 
 fn chart() -> PathBuf {
     Path::new(REPO).join("deploy/helm/tidal-scheduler")
 }
 
-/// Runs `program ARGS` with Helm's state in a scratch directory; (success, stdout,
-/// stderr).
-fn run(program: &Path, args: &[&str]) -> (bool, String, String) {
+/// Runs `helm ARGS`, its state in a scratch directory; (success, stdout, stderr).
+fn helm(args: &[&str]) -> (bool, String, String) {
     let home = common::target_tmpdir().join(format!("helm-home-{}", std::process::id()));
-    let out = Command::new(program)
-        .args(args)
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_DATA_HOME", home.join("data"))
+    let mut command = helm_command(&bin(), &home);
+    command.args(args);
+    run(command)
+}
+
+/// Runs `kubectl ARGS`; (success, stdout, stderr).
+fn kubectl(args: &[&str]) -> (bool, String, String) {
+    let mut command = Command::new(bin().join("kubectl"));
+    command.args(args);
+    run(command)
+}
+
+fn run(mut command: Command) -> (bool, String, String) {
+    let out = command
         .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -70,7 +77,7 @@ fn numbers_as_floats(value: Value) -> Value {
 
 fn kustomize() -> Vec<Value> {
     let deploy = Path::new(REPO).join("deploy");
-    let (ok, out, err) = run(&tool("kubectl"), &["kustomize", deploy.to_str().unwrap()]);
+    let (ok, out, err) = kubectl(&["kustomize", deploy.to_str().unwrap()]);
     assert!(ok, "kubectl kustomize deploy/: {err}");
     documents(&out)
 }
@@ -88,7 +95,7 @@ fn helm_template(values: &[&str]) -> Result<Vec<Value>, String> {
     for value in values {
         args.extend(["--set", value]);
     }
-    let (ok, out, err) = run(&tool("helm"), &args);
+    let (ok, out, err) = helm(&args);
     if ok { Ok(documents(&out)) } else { Err(err) }
 }
 
@@ -148,7 +155,7 @@ fn the_chart_passes_helm_lint_strict() {
         for value in values {
             args.extend(["--set", value]);
         }
-        let (ok, out, err) = run(&tool("helm"), &args);
+        let (ok, out, err) = helm(&args);
         assert!(ok, "helm lint --strict {values:?}:\n{out}{err}");
     }
 }
@@ -315,7 +322,7 @@ fn the_kustomize_components_add_monitoring_and_an_otlp_endpoint() {
         ),
     )
     .expect("write kustomization.yaml");
-    let (ok, out, err) = run(&tool("kubectl"), &["kustomize", overlay.to_str().unwrap()]);
+    let (ok, out, err) = kubectl(&["kustomize", overlay.to_str().unwrap()]);
     assert!(
         ok,
         "kubectl kustomize of an overlay with the components: {err}"

@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::Pod;
+use tidal_scheduler::cli::scripts::env_value;
 
 use super::cluster::{ControlPlane, REPO};
 
@@ -55,9 +56,7 @@ impl Node {
         let settings = std::fs::read_to_string(dir.join("node.env"))
             .map_err(|e| format!("read {}/node.env: {e}", dir.display()))?;
         let setting = |name: &str| {
-            settings
-                .lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+            env_value(&settings, name)
                 .map(str::to_owned)
                 .ok_or_else(|| format!("node.env has no {name}"))
         };
@@ -103,22 +102,21 @@ impl Node {
     /// configuration under the node's directory.
     pub fn helm(&self, args: &[&str]) -> Result<String, String> {
         let bin = self.control_plane.bin().expect("a node started here");
-        let home = self.dir().join("helm");
-        let mut command = Command::new(bin.join("helm"));
+        let mut command = helm_command(bin, &self.dir().join("helm"));
         command
             .args(args)
-            .env("KUBECONFIG", self.control_plane.kubeconfig())
-            .env("HELM_CACHE_HOME", home.join("cache"))
-            .env("HELM_CONFIG_HOME", home.join("config"))
-            .env("HELM_DATA_HOME", home.join("data"));
+            .env("KUBECONFIG", self.control_plane.kubeconfig());
         output(command)
     }
 
     /// Imports the controller's image (built once per test binary) as
     /// `tidal-scheduler:TAG`; returns that reference.
     pub fn load_controller_image(&self, tag: &str) -> String {
-        let (archive, version) = controller_image();
-        let built = format!("docker.io/library/tidal-scheduler:{version}");
+        let archive = controller_image();
+        let built = format!(
+            "docker.io/library/tidal-scheduler:{}",
+            tidal_scheduler::VERSION
+        );
         let images = self.ctr(&["images", "ls", "-q"]).expect("ctr images ls");
         if !images.lines().any(|line| line == built) {
             self.ctr(&["images", "import", archive.to_str().expect("UTF-8 path")])
@@ -145,6 +143,17 @@ impl Node {
     }
 }
 
+/// `helm` of the provisioned binaries in `bin`, its caches and configuration under
+/// `home` (never the user's own).
+pub fn helm_command(bin: &Path, home: &Path) -> Command {
+    let mut command = Command::new(bin.join("helm"));
+    command
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"));
+    command
+}
+
 /// The containerd id of a pod's container `name` (from its status).
 pub fn container_id(pod: &Pod, name: &str) -> String {
     pod.status
@@ -157,20 +166,18 @@ pub fn container_id(pod: &Pod, name: &str) -> String {
         .to_owned()
 }
 
-/// The controller's image archive (`deploy/image/build.sh`, run once per test binary)
-/// and the version it is tagged with.
-pub fn controller_image() -> &'static (PathBuf, String) {
-    static IMAGE: OnceLock<Result<(PathBuf, String), String>> = OnceLock::new();
+/// The controller's image archive (`deploy/image/build.sh`, run once per test binary),
+/// tagged with [`tidal_scheduler::VERSION`].
+pub fn controller_image() -> &'static Path {
+    static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let image = IMAGE.get_or_init(|| {
-        let version = tidal_scheduler::VERSION.to_owned();
         let dir = Path::new(REPO).join("deploy/image");
-        let archive =
-            tidal_scheduler::cli::scripts::run(&dir, "build.sh", &[version.as_str()], None, &[])
-                .map_err(|e| format!("{e}; see its output above"))?;
-        Ok((PathBuf::from(archive), version))
+        tidal_scheduler::cli::scripts::run(&dir, "build.sh", &[tidal_scheduler::VERSION], None, &[])
+            .map(PathBuf::from)
+            .map_err(|e| format!("{e}; see its output above"))
     });
     match image {
-        Ok(image) => image,
+        Ok(archive) => archive,
         Err(e) => panic!("building the controller's image failed: {e}"),
     }
 }

@@ -106,6 +106,13 @@ fn last_line(path: PathBuf, output: Output) -> Result<String, ScriptError> {
         .to_owned())
 }
 
+/// The value of `NAME=value` in an environment file a script wrote (`DIR/jaeger.env`,
+/// `DIR/node.env`).
+pub fn env_value<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+}
+
 /// The addresses of the Jaeger that `up.sh DIR` started with `TIDAL_JAEGER=1`, from
 /// `DIR/jaeger.env`.
 #[derive(Debug, Clone)]
@@ -123,8 +130,7 @@ impl Jaeger {
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("read {}: {e}", path.display()))?;
         let var = |name: &str| {
-            text.lines()
-                .find_map(|line| line.strip_prefix(name)?.strip_prefix('='))
+            env_value(&text, name)
                 .map(str::to_owned)
                 .ok_or_else(|| format!("{} has no {name}", path.display()))
         };
