@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, stream};
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -115,10 +116,12 @@ async fn main() -> anyhow::Result<()> {
         let (mut controller, mut baseline) = (Vec::new(), Vec::new());
         // Tracing mode: twice as many repetitions, the sides swapping slots each time, so
         // that neither always goes first.
-        let repetitions = if tracing_mode() {
-            2 * repetitions
+        // Slots half as far apart again, so that each side's Events, published after its
+        // burst, are out before the other side's next burst (checked below).
+        let (repetitions, spacing) = if tracing_mode() {
+            (2 * repetitions, spacing * 3 / 2)
         } else {
-            repetitions
+            (repetitions, spacing)
         };
         for repetition in 0..repetitions {
             let swap = tracing_mode() && repetition % 2 == 1;
@@ -166,16 +169,46 @@ async fn take_turns(
         let traced = Controller::start(objects, slots(first_side), true).await?;
         let untraced = Controller::start(objects, slots(second_side), false).await?;
         anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
-        let untraced = untraced.finish().await?;
-        let traced = traced.finish().await?;
+        let (untraced, untraced_events) = untraced.finish().await?;
+        let (traced, traced_events) = traced.finish().await?;
+        let crossing = [
+            events_in_bursts(&traced_events, &slots(second_side), &untraced),
+            events_in_bursts(&untraced_events, &slots(first_side), &traced),
+        ];
+        eprintln!(
+            "Events published during the other side's bursts: traced {}, untraced {}",
+            crossing[0], crossing[1]
+        );
+        anyhow::ensure!(
+            crossing == [0, 0],
+            "the sides are not isolated: one side's Events landed in the other's bursts"
+        );
         return Ok((traced, untraced));
     }
     let controller = Controller::start(objects, slots(1), false).await?;
     let baseline = Baseline::prepare(objects, slots(0)).await?;
     anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
     let baseline = baseline.run().await?;
-    let controller = controller.finish().await?;
+    let (controller, events) = controller.finish().await?;
+    eprintln!(
+        "controller Events published during the baseline's bursts: {}",
+        events_in_bursts(&events, &slots(0), &baseline)
+    );
     Ok((controller, baseline))
+}
+
+/// How many of the times `published` fall in a burst of the other side: from one of its
+/// `instants` to its slowest latency (`latencies`, ms) later.
+fn events_in_bursts(published: &[Timestamp], instants: &[Timestamp], latencies: &[f64]) -> usize {
+    let longest = SignedDuration::from_secs_f64(summary(latencies).2 / 1000.0);
+    published
+        .iter()
+        .filter(|&&at| {
+            instants
+                .iter()
+                .any(|&start| at >= start && at <= start + longest)
+        })
+        .count()
 }
 
 /// Rules of the latency objects: a base level, then one rule per instant.
@@ -452,8 +485,9 @@ impl Controller {
         })
     }
 
-    /// Waits for the last round and returns each trigger's latency.
-    async fn finish(self) -> anyhow::Result<Vec<f64>> {
+    /// Waits for the last round and for its Events; returns each trigger's latency and
+    /// when each Event was published.
+    async fn finish(self) -> anyhow::Result<(Vec<f64>, Vec<Timestamp>)> {
         let (first, last) = (self.instants[0], self.instants[self.instants.len() - 1]);
         let objects = self.objects;
         wait_logged_triggers(&self.process, last, objects).await?;
@@ -474,7 +508,33 @@ impl Controller {
             "controller CPU during its {objects}-object rounds: {cpu:.2} s ({:.2} ms per trigger)",
             cpu * 1000.0 / samples.len() as f64
         );
-        Ok(samples)
+        let events = published_events(&self.env, samples.len()).await?;
+        Ok((samples, events))
+    }
+}
+
+/// When each Event of `env`'s namespace was published (`eventTime`), once `triggered`
+/// `Triggered` Events are there: the controller publishes them after its bursts.
+async fn published_events(env: &TestEnv, triggered: usize) -> anyhow::Result<Vec<Timestamp>> {
+    let api = env.api::<Event>();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    loop {
+        let events = api.list(&ListParams::default()).await?.items;
+        let published = events
+            .iter()
+            .filter(|event| event.reason.as_deref() == Some("Triggered"))
+            .count();
+        if published >= triggered {
+            return Ok(events
+                .iter()
+                .filter_map(|event| event.event_time.as_ref().map(|time| time.0))
+                .collect());
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "only {published} of {triggered} Triggered Events published after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
