@@ -1,5 +1,6 @@
-//! Plain HTTP/1.1 GETs to loopback servers (the controller's metrics server, Jaeger's
-//! and Prometheus' APIs), without a client library: one request per connection.
+//! Plain HTTP/1.1 requests to loopback servers (the controller's metrics server, Jaeger's,
+//! Prometheus' and Toxiproxy's APIs), without a client library: one request per
+//! connection.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -7,20 +8,33 @@ use std::time::Duration;
 
 /// GETs `path` (with its query) from `address` (`host:port`); the HTTP status and body.
 pub fn get(address: &str, path: &str) -> Result<(u16, String), String> {
+    request(address, "GET", path, None)
+}
+
+/// Sends `method path` with an optional JSON `body` to `address` (`host:port`); the
+/// HTTP status and body.
+pub fn request(
+    address: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, String), String> {
     let mut stream =
         TcpStream::connect(address).map_err(|e| format!("connect to {address}: {e}"))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nAccept-Encoding: identity\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
     )
-    .map_err(|e| format!("send GET {path} to {address}: {e}"))?;
+    .map_err(|e| format!("send {method} {path} to {address}: {e}"))?;
     let mut response = Vec::new();
     stream
         .read_to_end(&mut response)
-        .map_err(|e| format!("read the response to GET {path} from {address}: {e}"))?;
+        .map_err(|e| format!("read the response to {method} {path} from {address}: {e}"))?;
     let response = String::from_utf8_lossy(&response);
     let (head, body) = response
         .split_once("\r\n\r\n")

@@ -2,7 +2,7 @@
 //! both: a real control plane (etcd + kube-apiserver from `tests/control-plane/`), a
 //! real node (kubelet, containerd) for what users install,
 //! child processes that never outlive the test, proxies that lag or hold traffic, the
-//! audit log, fixtures and the robfig/cron reference.
+//! audit log, Toxiproxy, fixtures and the robfig/cron reference.
 
 use std::path::PathBuf;
 
@@ -22,6 +22,7 @@ pub mod reaper;
 pub mod replicas;
 pub mod robfig;
 pub mod tide;
+pub mod toxiproxy;
 
 /// The repository root.
 pub const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -31,13 +32,17 @@ fn current_exe() -> PathBuf {
     std::env::current_exe().expect("the path of the running test")
 }
 
-/// `target/PROFILE`, where Cargo put the running test and the product binary.
+/// `target/PROFILE`, where Cargo put the product binary: the parent of a test's or
+/// bench's `deps/`, or the directory of a binary such as `tidal-chaos`.
 fn profile_dir() -> PathBuf {
     let exe = current_exe();
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("{} is not under target/PROFILE/deps", exe.display()))
+    let dir = exe.parent();
+    dir.and_then(|dir| match dir.file_name() {
+        Some(name) if name == "deps" => dir.parent(),
+        _ => Some(dir),
+    })
+    .map(PathBuf::from)
+    .unwrap_or_else(|| panic!("{} is not under target/PROFILE", exe.display()))
 }
 
 /// A scratch directory under `target/` for control planes, logs and built helpers

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kubectl and etcd, the node's kube-controller-manager,
-# kube-scheduler, kubelet and kube-proxy, helm, and the observability backends the
-# tests run beside them, Jaeger, Prometheus and promtool, from the Go module proxy into
+# kube-scheduler, kubelet and kube-proxy, helm, the observability backends the tests
+# run beside them, Jaeger, Prometheus and promtool, and the chaos scenarios' TCP proxy,
+# Toxiproxy, from the Go module proxy into
 # a cache directory outside the repository, keyed by version, and prints the directory
 # holding all of them as the last line of stdout. Idempotent: seconds when cached.
 #
 # The versions are the ones pinned by the Go modules next to this script (kubernetes/,
-# etcd/, helm/, jaeger/, prometheus/ go.mod; go.sum verifies every download).
+# etcd/, helm/, jaeger/, prometheus/, toxiproxy/ go.mod; go.sum verifies every download).
 #
 # Environment:
 #   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
@@ -32,8 +33,10 @@ etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
 jaeger_version="$(required_version jaeger github.com/jaegertracing/jaeger)"
 prometheus_version="$(required_version prometheus github.com/prometheus/prometheus)"
 helm_version="$(required_version helm helm.sh/helm/v4)"
+toxiproxy_version="$(required_version toxiproxy github.com/Shopify/toxiproxy/v2)"
 [ -n "$kubernetes_version" ] && [ -n "$etcd_version" ] && [ -n "$jaeger_version" ] &&
-  [ -n "$prometheus_version" ] && [ -n "$helm_version" ] || die "cannot read pinned versions"
+  [ -n "$prometheus_version" ] && [ -n "$helm_version" ] && [ -n "$toxiproxy_version" ] ||
+  die "cannot read pinned versions"
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly
 
@@ -113,6 +116,10 @@ helm_dir="$cache_root/helm-$helm_version"
 build helm "$helm_dir" "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
   helm=helm.sh/helm/v4/cmd/helm
 
+toxiproxy_dir="$cache_root/toxiproxy-$toxiproxy_version"
+build toxiproxy "$toxiproxy_dir" "-s -w -X github.com/Shopify/toxiproxy/v2.Version=$toxiproxy_version" \
+  toxiproxy=github.com/Shopify/toxiproxy/v2/cmd/server
+
 # The node's pause image: kubernetes' pause.c, statically linked (an image any pod can
 # run; containerd's sandbox image). Built here so that up.sh --node needs no compiler.
 pause_dir="$cache_root/pause-$kubernetes_version"
@@ -131,7 +138,7 @@ fi
 
 # One directory with all of them, as the callers expect.
 bin="$cache_root/bin-kubernetes-$kubernetes_version-etcd-$etcd_version-helm-$helm_version"
-bin="$bin-jaeger-$jaeger_version-prometheus-$prometheus_version"
+bin="$bin-jaeger-$jaeger_version-prometheus-$prometheus_version-toxiproxy-$toxiproxy_version"
 mkdir -p "$bin"
 ln -sfn "$kubernetes_dir/kube-apiserver" "$bin/kube-apiserver"
 ln -sfn "$kubernetes_dir/kubectl" "$bin/kubectl"
@@ -144,8 +151,9 @@ for tool in kube-controller-manager kube-scheduler kubelet kube-proxy; do
 done
 ln -sfn "$helm_dir/helm" "$bin/helm"
 ln -sfn "$pause_dir/pause" "$bin/pause"
+ln -sfn "$toxiproxy_dir/toxiproxy" "$bin/toxiproxy"
 for tool in kube-apiserver kubectl etcd jaeger prometheus promtool kube-controller-manager \
-  kube-scheduler kubelet kube-proxy helm pause; do
+  kube-scheduler kubelet kube-proxy helm pause toxiproxy; do
   [ -x "$bin/$tool" ] || die "$bin/$tool is missing after the build"
 done
 echo "$bin"
