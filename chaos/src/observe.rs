@@ -1,0 +1,217 @@
+//! What the API server shows while a scenario runs, watched with an admin client that no
+//! fault touches: every history entry of the objects' status (stamped with the watcher's
+//! clock, microseconds, when first seen), each object's latest `desiredReplicas`, and
+//! the Lease's holder over time.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use tidal_scheduler::api::TidalScheduler;
+use tokio::task::JoinHandle;
+
+use crate::check::{Holding, Seen};
+
+/// What the watches saw so far.
+#[derive(Default)]
+struct Watched {
+    seen: Vec<Seen>,
+    index: HashMap<(String, Timestamp), usize>,
+    doubled: HashSet<(String, Timestamp)>,
+    rewritten: usize,
+    desired: HashMap<String, Option<i32>>,
+    holdings: Vec<Holding>,
+}
+
+/// The watches of one scenario; they stop when it is dropped.
+pub struct Observer {
+    state: Arc<Mutex<Watched>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// What the observer hands to the checker.
+pub struct Observed {
+    /// Entries in the order first seen.
+    pub seen: Vec<Seen>,
+    /// Entries seen again with other contents, or twice in one status.
+    pub rewritten: usize,
+    /// The Lease's holders over time.
+    pub holdings: Vec<Holding>,
+}
+
+impl Observer {
+    /// Watches the TidalSchedulers of `namespace` and its Lease `lease`.
+    pub fn start(client: Client, namespace: &str, lease: &str) -> Observer {
+        let state: Arc<Mutex<Watched>> = Arc::default();
+        let objects = {
+            let state = state.clone();
+            let api: Api<TidalScheduler> = Api::namespaced(client.clone(), namespace);
+            tokio::spawn(async move {
+                let mut stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects()
+                    .boxed();
+                while let Some(event) = stream.next().await {
+                    if let Ok(object) = event {
+                        record_status(&mut lock(&state), &object);
+                    }
+                }
+            })
+        };
+        let lease_watch = {
+            let state = state.clone();
+            let api: Api<Lease> = Api::namespaced(client, namespace);
+            let config = watcher::Config::default().fields(&format!("metadata.name={lease}"));
+            tokio::spawn(async move {
+                let mut stream = watcher(api, config)
+                    .default_backoff()
+                    .applied_objects()
+                    .boxed();
+                while let Some(event) = stream.next().await {
+                    if let Ok(lease) = event {
+                        record_holder(&mut lock(&state), &lease);
+                    }
+                }
+            })
+        };
+        Observer {
+            state,
+            tasks: vec![objects, lease_watch],
+        }
+    }
+
+    /// The Lease's holder as last seen ("" when released or not yet seen).
+    pub fn holder(&self) -> String {
+        lock(&self.state)
+            .holdings
+            .last()
+            .map(|h| h.holder.clone())
+            .unwrap_or_default()
+    }
+
+    /// Waits up to `limit` for a holder satisfying `wanted`; returns it.
+    pub async fn wait_holder(
+        &self,
+        limit: Duration,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<String, String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let holder = self.holder();
+            if wanted(&holder) {
+                return Ok(holder);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("after {limit:?} the Lease is held by {holder:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Each object's `desiredReplicas` as last seen.
+    pub fn desired(&self) -> HashMap<String, Option<i32>> {
+        lock(&self.state).desired.clone()
+    }
+
+    /// Whether `object` has an entry for the instant `at`.
+    pub fn has_entry(&self, object: &str, at: Timestamp) -> bool {
+        lock(&self.state)
+            .index
+            .contains_key(&(object.to_owned(), at))
+    }
+
+    /// Whether every object in `objects` has an entry scheduled after `after`.
+    pub fn all_applied_after(&self, objects: &[String], after: Timestamp) -> bool {
+        let state = lock(&self.state);
+        objects.iter().all(|object| {
+            state
+                .seen
+                .iter()
+                .any(|s| &s.object == object && s.entry.schedule_time.0 > after)
+        })
+    }
+
+    /// Stops watching; what was seen.
+    pub fn finish(self) -> Observed {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let mut state = lock(&self.state);
+        Observed {
+            seen: std::mem::take(&mut state.seen),
+            rewritten: state.rewritten,
+            holdings: std::mem::take(&mut state.holdings),
+        }
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn lock(state: &Mutex<Watched>) -> MutexGuard<'_, Watched> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn record_status(state: &mut Watched, object: &TidalScheduler) {
+    let now = Timestamp::now();
+    let name = object.name_any();
+    let Some(status) = &object.status else {
+        return;
+    };
+    state.desired.insert(name.clone(), status.desired_replicas);
+    let mut in_this_status = HashSet::new();
+    for entry in &status.history {
+        let key = (name.clone(), entry.schedule_time.0);
+        if !in_this_status.insert(key.clone()) {
+            if state.doubled.insert(key) {
+                state.rewritten += 1;
+            }
+            continue;
+        }
+        match state.index.get(&key) {
+            Some(&first) => {
+                if state.seen[first].entry != *entry && state.doubled.insert(key) {
+                    state.rewritten += 1;
+                }
+            }
+            None => {
+                state.index.insert(key, state.seen.len());
+                state.seen.push(Seen {
+                    object: name.clone(),
+                    entry: entry.clone(),
+                    observed: now,
+                });
+            }
+        }
+    }
+}
+
+fn record_holder(state: &mut Watched, lease: &Lease) {
+    let holder = lease
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.holder_identity.clone())
+        .unwrap_or_default();
+    if state
+        .holdings
+        .last()
+        .is_none_or(|last| last.holder != holder)
+    {
+        state.holdings.push(Holding {
+            at: Timestamp::now(),
+            holder,
+        });
+    }
+}

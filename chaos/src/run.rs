@@ -1,0 +1,295 @@
+//! Runs a scenario in local mode: creates its workload, starts three replicas, waits
+//! for steady state, injects its fault a bounded number of times (or until a time
+//! limit), waits for the level to converge, then checks what the API server saw.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use tidal_harness::audit::replica_writes;
+use tidal_harness::fixtures::deployment;
+use tidal_harness::measure::random_below;
+use tidal_harness::replicas::LEASE_NAME;
+use tidal_harness::tide::manifest;
+use tidal_scheduler::api::{TidalScheduler, validate};
+use tidal_scheduler::schedule::Tide;
+
+use crate::check::{Observations, check};
+use crate::local::Local;
+use crate::observe::Observer;
+use crate::report::{Percentiles, Report, problems};
+use crate::scenario::{Mode, Scenario, Workload};
+use crate::scenarios::{Drill, inject};
+use crate::timing::LeaseTiming;
+
+/// How a run is bounded.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Faults per scenario.
+    pub faults: usize,
+    /// No new fault after this long (the one under way finishes).
+    pub duration: Duration,
+}
+
+/// Replicas of the controller in every scenario, as the Deployment has.
+const REPLICAS: usize = 3;
+
+/// Slack on a loaded machine beyond a bound, before the runner stops waiting.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Runs `scenario` in local mode within `limits`, printing progress on stderr.
+pub async fn run_local(scenario: Scenario, limits: Limits) -> Result<Report, String> {
+    run_mixed(&[scenario], limits).await
+}
+
+/// Runs `scenarios` mixed on one set of replicas (a soak): each fault is the next
+/// scenario's, round robin. The workload is the first scenario's.
+pub async fn run_mixed(scenarios: &[Scenario], limits: Limits) -> Result<Report, String> {
+    let first = *scenarios.first().ok_or("no scenario")?;
+    let timing = LeaseTiming::CHAOS;
+    let workload = first.workload();
+    let faked = scenarios.iter().any(|s| s.faked_clocks());
+    let mut local = Local::new(timing, faked).await?;
+    let tides = create_workload(&local, workload).await?;
+    let names: Vec<String> = tides.keys().cloned().collect();
+    let observer = Observer::start(local.env.client.clone(), &local.env.namespace, LEASE_NAME);
+    for _ in 0..REPLICAS {
+        local.add()?;
+    }
+    let started = Timestamp::now();
+    let steady = Instant::now() + Duration::from_secs(120);
+    while !observer.all_applied_after(&names, started) {
+        if Instant::now() > steady {
+            return Err("no steady state within 120 s: not every object had a trigger".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let from = Timestamp::now();
+    log(
+        first,
+        &format!(
+            "steady: {} objects, leader {}",
+            names.len(),
+            observer.holder()
+        ),
+    );
+
+    let mut faults = Vec::new();
+    let begun = Instant::now();
+    let mut drill = Drill {
+        local: &mut local,
+        observer: &observer,
+        timing,
+        period: workload.period,
+        round: 0,
+    };
+    for round in 0..limits.faults {
+        if begun.elapsed() > limits.duration {
+            log(first, &format!("time limit reached after {round} faults"));
+            break;
+        }
+        let scenario = scenarios[round % scenarios.len()];
+        drill.round = round;
+        tokio::time::sleep(random_below(Duration::from_millis(2500))).await;
+        let injected = inject(scenario, &mut drill).await?;
+        for fault in &injected {
+            log(
+                scenario,
+                &format!(
+                    "fault {}/{}: {} {}{} for {:.1} s; leader now {}",
+                    round + 1,
+                    limits.faults,
+                    fault.kind,
+                    fault.target,
+                    if fault.leader { " (leader)" } else { "" },
+                    fault.end.duration_since(fault.start).as_secs_f64(),
+                    observer.holder()
+                ),
+            );
+        }
+        // The next fault only once the level is applied again after this one.
+        let healed = injected
+            .iter()
+            .map(|f| f.end)
+            .max()
+            .unwrap_or_else(Timestamp::now);
+        let settle = Instant::now() + timing.takeover() + scenario.allowance() + PATIENCE;
+        while !observer.all_applied_after(&names, healed) && Instant::now() < settle {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        faults.extend(injected);
+    }
+
+    let longest = faults
+        .iter()
+        .map(|f| Duration::try_from(f.end.duration_since(f.start)).unwrap_or_default())
+        .max()
+        .unwrap_or_default();
+    let allowance = scenarios
+        .iter()
+        .map(|s| s.allowance())
+        .max()
+        .unwrap_or_default();
+    let convergence_bound = timing.takeover() + allowance;
+    let lateness_bound = timing.takeover() + longest + allowance;
+    let converged = converge(&local, &observer, &tides, workload, convergence_bound).await;
+    // Every instant up to convergence must be accounted for (without it, up to now).
+    let (converged, until) = match converged {
+        Some((took, at)) => (Some(took), at),
+        None => (None, Timestamp::now()),
+    };
+    log(
+        first,
+        &match converged {
+            Some(took) => format!("converged {:.1} s after the last fault", took.as_secs_f64()),
+            None => format!("not converged within {convergence_bound:?}"),
+        },
+    );
+    let observed = observer.finish();
+    let observations = Observations {
+        tides,
+        seen: observed.seen,
+        rewritten: observed.rewritten,
+        holdings: observed.holdings.clone(),
+        writes: replica_writes(&local.env),
+        audited: true,
+        faults: faults.clone(),
+        from,
+        until,
+    };
+    let verdict = check(&observations);
+    let triggers = observations
+        .seen
+        .iter()
+        .filter(|s| s.entry.schedule_time.0 > from)
+        .map(|s| {
+            let late = s.observed.duration_since(s.entry.schedule_time.0);
+            (s.entry.schedule_time.0, late.as_secs_f64() * 1000.0)
+        })
+        .collect();
+    let failures_expected = scenarios.iter().any(|s| s.failures_expected());
+    let problems = problems(
+        &verdict,
+        converged,
+        lateness_bound,
+        convergence_bound,
+        failures_expected,
+    );
+    Ok(Report {
+        scenario: first,
+        mode: Mode::Local,
+        faults,
+        lateness: Percentiles::of(&verdict.lateness_ms),
+        failover: Percentiles::of(&verdict.failover_ms),
+        verdict,
+        convergence_ms: converged.map(|d| d.as_secs_f64() * 1000.0),
+        lateness_bound_ms: lateness_bound.as_secs_f64() * 1000.0,
+        convergence_bound_ms: convergence_bound.as_secs_f64() * 1000.0,
+        problems,
+        holdings: observed.holdings,
+        triggers,
+    })
+}
+
+/// Progress on stderr.
+pub fn log(scenario: Scenario, message: &str) {
+    eprintln!(
+        "chaos {}: {scenario}: {message}",
+        Timestamp::now().strftime("%H:%M:%S%.3f")
+    );
+}
+
+/// Creates the objects of `workload`, each with a Deployment of its own (its target,
+/// which must exist in `Status` mode too); returns each object's tide.
+async fn create_workload(
+    local: &Local,
+    workload: Workload,
+) -> Result<BTreeMap<String, Tide>, String> {
+    let period = workload.period;
+    let rules = [
+        ("even", format!("CRON_TZ=UTC 0/{} * * * * *", 2 * period), 2),
+        (
+            "odd",
+            format!("CRON_TZ=UTC {period}/{} * * * * *", 2 * period),
+            3,
+        ),
+    ];
+    let rules: Vec<(&str, &str, i32)> =
+        rules.iter().map(|(n, c, r)| (*n, c.as_str(), *r)).collect();
+    let apply = if workload.scale { "Scale" } else { "Status" };
+    let env = &local.env;
+    let created: Vec<Result<(String, Tide), String>> = stream::iter(0..workload.objects)
+        .map(|i| {
+            let rules = rules.clone();
+            async move {
+                let name = format!("web-{i:04}");
+                env.api::<Deployment>()
+                    .create(&PostParams::default(), &deployment(&name))
+                    .await
+                    .map_err(|e| format!("create Deployment {name}: {e}"))?;
+                let mut object = manifest(&name, "apps/v1", "Deployment", &name, apply, &rules);
+                object["spec"]["historyLimit"] = 100.into();
+                let object: TidalScheduler =
+                    serde_json::from_value(object).map_err(|e| e.to_string())?;
+                let created = env
+                    .api::<TidalScheduler>()
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .map_err(|e| format!("create TidalScheduler {name}: {e}"))?;
+                let tide = validate(&created, Timestamp::now())
+                    .map_err(|e| format!("{name}: {e:?}"))?
+                    .tide;
+                Ok((name, tide))
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    created.into_iter().collect()
+}
+
+/// Waits until every object has an entry for the latest instant of its rules and its
+/// `desiredReplicas` (and in `Scale` mode its Deployment's replicas) is that level; how
+/// long that took and the moment that was judged at, or `None` after `bound`.
+async fn converge(
+    local: &Local,
+    observer: &Observer,
+    tides: &BTreeMap<String, Tide>,
+    workload: Workload,
+    bound: Duration,
+) -> Option<(Duration, Timestamp)> {
+    let start = Instant::now();
+    let deployments: Api<Deployment> = local.env.api();
+    while start.elapsed() < bound {
+        let now = Timestamp::now();
+        let desired = observer.desired();
+        let mut level_ok = tides.iter().all(|(name, tide)| {
+            let level = tide.level_at(now);
+            level
+                .as_ref()
+                .is_some_and(|level| observer.has_entry(name, level.schedule_time))
+                && desired.get(name).copied().flatten() == level.map(|t| t.replicas)
+        });
+        if level_ok && workload.scale {
+            let listed = deployments.list(&ListParams::default()).await;
+            level_ok = listed.is_ok_and(|list| {
+                list.items.iter().all(|d| {
+                    let name = d.metadata.name.clone().unwrap_or_default();
+                    let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+                    tides
+                        .get(&name)
+                        .is_none_or(|tide| tide.level_at(now).map(|t| t.replicas) == replicas)
+                })
+            });
+        }
+        if level_ok {
+            return Some((start.elapsed(), now));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}

@@ -1,0 +1,48 @@
+//! Network faults between the replicas and the API server, through Toxiproxy.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use tidal_harness::toxiproxy::Toxic;
+
+use super::{Drill, fault};
+use crate::check::Fault;
+
+/// The leader partitioned from the API server while its writes for an instant are in
+/// flight, until a successor leads and one more instant passed, then healed: cut
+/// (connections reset) or black hole (bytes held, then delivered — writes sent before
+/// the partition land after the successor acted, and must be refused).
+pub async fn partition(drill: &mut Drill<'_>, black_hole: bool) -> Result<Vec<Fault>, String> {
+    let leader = drill.leader().await?;
+    let (toxic, kind) = if black_hole {
+        (Toxic::BlackHole, "black-hole")
+    } else {
+        (Toxic::Cut, "cut")
+    };
+    drill.mid_burst().await;
+    let start = Timestamp::now();
+    drill.local.partition(&leader, toxic)?;
+    drill.successor(&leader).await?;
+    tokio::time::sleep(Duration::from_secs(drill.period.into())).await;
+    drill.local.heal(&leader)?;
+    Ok(vec![fault(kind, &leader, true, start)])
+}
+
+/// Every replica's responses from the API server delayed by 0.5–2 s for three lease
+/// durations.
+pub async fn slow(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
+    let toxic = Toxic::Slow {
+        latency: Duration::from_millis(1250),
+        jitter: Duration::from_millis(750),
+    };
+    let names = drill.local.names();
+    let start = Timestamp::now();
+    for name in &names {
+        drill.local.partition(name, toxic)?;
+    }
+    tokio::time::sleep(3 * drill.timing.duration).await;
+    for name in &names {
+        drill.local.heal(name)?;
+    }
+    Ok(vec![fault("slow", "all replicas", false, start)])
+}
