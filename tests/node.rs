@@ -26,6 +26,10 @@ use common::tide::{
     assert_every_instant_accounted, assert_no_duplicate_history, create, entry, eventually,
     manifest, once_at, second_after, sleep_past, status, wait_status,
 };
+use tidal_chaos::in_cluster::Installation;
+use tidal_chaos::report::table as chaos_table;
+use tidal_chaos::run::{Limits, Target, run_mixed};
+use tidal_chaos::scenario::{Mode, Scenario};
 use tidal_scheduler::api::{TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
@@ -766,4 +770,49 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     done(env).await;
     node.kubectl(&["delete", "namespace", namespace])
         .expect("delete the release namespace");
+}
+
+/// The chaos runner's in-cluster mode (`tidal-chaos run --mode in-cluster`) against the
+/// kustomize installation with its shipped Lease timing: each scenario it offers, once,
+/// judged by the same checker as in local mode (the node's audit log included).
+#[tokio::test]
+async fn the_chaos_scenarios_pass_in_cluster() {
+    let node = node();
+    let _turn = turn().await;
+    kustomized(node).await;
+    let installation = Installation {
+        kubeconfig: node.control_plane().kubeconfig().to_owned(),
+        namespace: SYSTEM.to_owned(),
+        deployment: "tidal-scheduler".to_owned(),
+        lease: LEASE.to_owned(),
+        containerd: Some(node.containerd_address().to_owned()),
+        audit_log: Some(node.dir().join("audit.log")),
+        workload_image: node.pause_image().to_owned(),
+    };
+    let limits = Limits {
+        faults: 1,
+        duration: Duration::from_secs(300),
+    };
+    let in_cluster: Vec<Scenario> = Scenario::ALL
+        .into_iter()
+        .filter(|s| s.modes().contains(&Mode::InCluster))
+        .collect();
+    assert_eq!(in_cluster.len(), 5);
+    for scenario in in_cluster {
+        let report = run_mixed(
+            &[scenario],
+            limits,
+            &Target::InCluster(installation.clone()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{scenario}: {e}"));
+        eprint!("{}", chaos_table(std::slice::from_ref(&report)));
+        assert!(report.passed(), "{scenario}: {:?}", report.problems);
+        assert!(report.verdict.instants > 0, "{scenario}: no instant judged");
+        assert_eq!(
+            report.verdict.failover_ms.len(),
+            1,
+            "{scenario}: one failover"
+        );
+    }
 }

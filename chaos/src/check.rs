@@ -40,6 +40,9 @@ pub struct Fault {
     pub target: String,
     /// Whether the target led when the fault began (its failover is measured).
     pub leader: bool,
+    /// Whether the target comes back under the same identity (a container kubelet
+    /// restarts in its pod), so that its own renewal can end the failover.
+    pub restarted_in_place: bool,
     /// When it began.
     pub start: Timestamp,
     /// When it was healed (equal to `start` for an instant fault such as a kill).
@@ -57,6 +60,8 @@ pub struct Observations {
     pub rewritten: usize,
     /// The Lease's holders over time.
     pub holdings: Vec<Holding>,
+    /// Every update of the Lease (renewals included).
+    pub lease_updates: Vec<Holding>,
     /// The controller replicas' writes, as audited (empty when there is no audit log).
     pub writes: Vec<Write>,
     /// Whether `writes` comes from an audit log (otherwise writes are not judged).
@@ -121,7 +126,7 @@ pub fn check(observed: &Observations) -> Verdict {
     if observed.audited {
         judge_writes(&observed.writes, &mut verdict);
     }
-    verdict.failover_ms = failovers(&observed.faults, &observed.holdings);
+    verdict.failover_ms = failovers(&observed.faults, &observed.lease_updates);
     verdict.skewed_leads = skewed_leads(&observed.faults, &observed.holdings);
     verdict
 }
@@ -231,17 +236,36 @@ fn judge_writes(writes: &[Write], verdict: &mut Verdict) {
     }
 }
 
-/// For each fault of a leader: how long until the Lease had another holder.
-fn failovers(faults: &[Fault], holdings: &[Holding]) -> Vec<f64> {
+/// The first update of the Lease after a fault of `victim` at `since` that shows a
+/// leader acting: another holder — or, if the victim is `restarted_in_place`, the victim
+/// renewing again at least a second later (a renewal in flight when the fault struck
+/// lands within milliseconds; a restarted container takes longer).
+pub fn took_over<'a>(
+    updates: &'a [Holding],
+    victim: &str,
+    restarted_in_place: bool,
+    since: Timestamp,
+) -> Option<&'a Holding> {
+    let restart = since + SignedDuration::from_secs(1);
+    updates.iter().find(|update| {
+        update.at >= since
+            && !update.holder.is_empty()
+            && (update.holder != victim || (restarted_in_place && update.at >= restart))
+    })
+}
+
+/// For each fault of a leader: how long until a leader acted again ([`took_over`]).
+fn failovers(faults: &[Fault], updates: &[Holding]) -> Vec<f64> {
     faults
         .iter()
         .filter(|fault| fault.leader)
         .filter_map(|fault| {
-            let next = holdings.iter().find(|holding| {
-                holding.at >= fault.start
-                    && !holding.holder.is_empty()
-                    && holding.holder != fault.target
-            })?;
+            let next = took_over(
+                updates,
+                &fault.target,
+                fault.restarted_in_place,
+                fault.start,
+            )?;
             Some(next.at.duration_since(fault.start).as_secs_f64() * 1000.0)
         })
         .collect()

@@ -3,13 +3,16 @@
 //! reports (table, JSON, SVG timeline).
 //!
 //! - [`scenario`]: the scenarios, their workloads and bounds; [`scenarios`]: the faults.
-//! - [`local`]: local mode (replicas as processes behind Toxiproxy, the harness's
-//!   control plane); [`run`]: a scenario from steady state to convergence.
+//! - [`cluster`]: the replicas in either mode — [`local`] (processes behind Toxiproxy on
+//!   the harness's control plane) or [`in_cluster`] (the installed Deployment);
+//!   [`run`]: a scenario from steady state to convergence.
 //! - [`observe`]: the watches; [`check`]: the invariants; [`report`], [`timeline`].
 
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod cluster;
+pub mod in_cluster;
 pub mod local;
 pub mod observe;
 pub mod report;

@@ -36,7 +36,8 @@ pub struct Local {
     pub env: TestEnv,
     toxiproxy: Toxiproxy,
     upstream: String,
-    timing: LeaseTiming,
+    /// The replicas' Lease timing.
+    pub timing: LeaseTiming,
     user: String,
     faked_clocks: bool,
     started: usize,

@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::{Report, table};
-use tidal_chaos::run::{Limits, run_local, run_mixed};
+use tidal_chaos::run::{Limits, Target, run_mixed};
 use tidal_chaos::scenario::{Mode, Scenario};
 use tidal_chaos::timeline;
 
@@ -22,13 +23,12 @@ struct Cli {
 enum Command {
     /// Lists the scenarios and the modes they run in.
     List,
-    /// Runs scenarios one after the other (all of them without names).
+    /// Runs scenarios one after the other (without names: all of the mode's).
     Run {
         /// Scenarios to run.
         scenarios: Vec<Scenario>,
-        /// Where the replicas run.
-        #[arg(long, value_enum, default_value = "local")]
-        mode: Mode,
+        #[command(flatten)]
+        target: TargetArgs,
         /// Faults per scenario.
         #[arg(long, default_value_t = 3)]
         faults: usize,
@@ -39,8 +39,11 @@ enum Command {
         #[arg(long, default_value = "target/chaos")]
         out: PathBuf,
     },
-    /// Runs the faults of all local scenarios mixed on one set of replicas.
+    /// Runs the faults of all the mode's scenarios mixed on one set of replicas
+    /// (without the 1,000-object burst, whose workload is another).
     Soak {
+        #[command(flatten)]
+        target: TargetArgs,
         /// How long to inject faults.
         #[arg(long, value_parser = parse_duration)]
         duration: Duration,
@@ -51,6 +54,77 @@ enum Command {
         #[arg(long, default_value = "target/chaos")]
         out: PathBuf,
     },
+}
+
+/// Where the replicas run.
+#[derive(Args)]
+struct TargetArgs {
+    /// `local`: replicas as processes on a control plane of the runner's own (every
+    /// fault); `in-cluster`: the Deployment of `kubectl apply -k deploy/` on the
+    /// cluster of `--kubeconfig`.
+    #[arg(long, value_enum, default_value = "local")]
+    mode: Mode,
+    /// In-cluster: a cluster admin's kubeconfig.
+    #[arg(long, env = "KUBECONFIG", default_value = "~/.kube/config")]
+    kubeconfig: PathBuf,
+    /// In-cluster: the controller's namespace (and its Lease's).
+    #[arg(long, default_value = "tidal-system")]
+    controller_namespace: String,
+    /// In-cluster: the controller's Deployment.
+    #[arg(long, default_value = "tidal-scheduler")]
+    deployment: String,
+    /// In-cluster: the Lease's name.
+    #[arg(long, default_value = "tidal-scheduler")]
+    lease: String,
+    /// In-cluster: the node's containerd socket, for the signal faults (SIGKILL,
+    /// SIGSTOP of the controller's container, with `ctr`).
+    #[arg(long)]
+    containerd_address: Option<String>,
+    /// In-cluster: the API server's audit log (JSON lines, write requests with their
+    /// User-Agent); without it, writes of ended terms are not judged.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// In-cluster: the image of the workload's pods (must be on the node).
+    #[arg(long, default_value = "registry.k8s.io/pause:3.10")]
+    workload_image: String,
+}
+
+impl TargetArgs {
+    fn target(&self) -> Target {
+        match self.mode {
+            Mode::Local => Target::Local,
+            Mode::InCluster => {
+                let home = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_default();
+                let kubeconfig = match self.kubeconfig.strip_prefix("~") {
+                    Ok(rest) => home.join(rest),
+                    Err(_) => self.kubeconfig.clone(),
+                };
+                Target::InCluster(Installation {
+                    kubeconfig,
+                    namespace: self.controller_namespace.clone(),
+                    deployment: self.deployment.clone(),
+                    lease: self.lease.clone(),
+                    containerd: self.containerd_address.clone(),
+                    audit_log: self.audit_log.clone(),
+                    workload_image: self.workload_image.clone(),
+                })
+            }
+        }
+    }
+
+    /// The scenarios of this mode among `scenarios` (all of them if empty).
+    fn scenarios(&self, scenarios: Vec<Scenario>) -> Vec<Scenario> {
+        let all = Scenario::ALL
+            .into_iter()
+            .filter(|s| s.modes().contains(&self.mode));
+        if scenarios.is_empty() {
+            all.collect()
+        } else {
+            scenarios
+        }
+    }
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -80,27 +154,20 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Run {
             scenarios,
-            mode,
+            target,
             faults,
             max_duration,
             out,
         } => {
-            anyhow::ensure!(
-                mode == Mode::Local,
-                "in-cluster mode is not implemented yet; run --mode local"
-            );
-            let scenarios = if scenarios.is_empty() {
-                Scenario::ALL.to_vec()
-            } else {
-                scenarios
-            };
+            let scenarios = target.scenarios(scenarios);
+            let where_ = target.target();
             let limits = Limits {
                 faults,
                 duration: max_duration,
             };
             let mut reports = Vec::new();
             for scenario in scenarios {
-                let report = run_local(scenario, limits)
+                let report = run_mixed(&[scenario], limits, &where_)
                     .await
                     .map_err(|e| anyhow::anyhow!("{scenario}: {e}"))?;
                 write_outputs(&out, scenario.name(), &report)?;
@@ -109,16 +176,18 @@ async fn main() -> anyhow::Result<()> {
             finish(&reports)
         }
         Command::Soak {
+            target,
             duration,
             faults,
             out,
         } => {
-            let scenarios: Vec<Scenario> = Scenario::ALL
+            let scenarios: Vec<Scenario> = target
+                .scenarios(Vec::new())
                 .into_iter()
                 .filter(|s| *s != Scenario::FailoverBurst)
                 .collect();
             let limits = Limits { faults, duration };
-            let report = run_mixed(&scenarios, limits)
+            let report = run_mixed(&scenarios, limits, &target.target())
                 .await
                 .map_err(|e| anyhow::anyhow!("soak: {e}"))?;
             write_outputs(&out, "soak", &report)?;
@@ -144,7 +213,7 @@ fn finish(reports: &[Report]) -> anyhow::Result<()> {
     let failed: Vec<&str> = reports
         .iter()
         .filter(|r| !r.passed())
-        .map(|r| r.scenario.name())
+        .map(|r| r.name.as_str())
         .collect();
     anyhow::ensure!(failed.is_empty(), "failed: {}", failed.join(", "));
     Ok(())

@@ -15,7 +15,7 @@ use kube::{Api, Client, ResourceExt};
 use tidal_scheduler::api::TidalScheduler;
 use tokio::task::JoinHandle;
 
-use crate::check::{Holding, Seen};
+use crate::check::{Fault, Holding, Seen, took_over};
 
 /// What the watches saw so far.
 #[derive(Default)]
@@ -26,6 +26,7 @@ struct Watched {
     rewritten: usize,
     desired: HashMap<String, Option<i32>>,
     holdings: Vec<Holding>,
+    updates: Vec<Holding>,
 }
 
 /// The watches of one scenario; they stop when it is dropped.
@@ -42,11 +43,18 @@ pub struct Observed {
     pub rewritten: usize,
     /// The Lease's holders over time.
     pub holdings: Vec<Holding>,
+    /// Every update of the Lease seen (renewals included), with its holder.
+    pub updates: Vec<Holding>,
 }
 
 impl Observer {
-    /// Watches the TidalSchedulers of `namespace` and its Lease `lease`.
-    pub fn start(client: Client, namespace: &str, lease: &str) -> Observer {
+    /// Watches the TidalSchedulers of `namespace` and the Lease `lease` of
+    /// `lease_namespace`.
+    pub fn start(
+        client: Client,
+        namespace: &str,
+        (lease_namespace, lease): (&str, &str),
+    ) -> Observer {
         let state: Arc<Mutex<Watched>> = Arc::default();
         let objects = {
             let state = state.clone();
@@ -65,7 +73,7 @@ impl Observer {
         };
         let lease_watch = {
             let state = state.clone();
-            let api: Api<Lease> = Api::namespaced(client, namespace);
+            let api: Api<Lease> = Api::namespaced(client, lease_namespace);
             let config = watcher::Config::default().fields(&format!("metadata.name={lease}"));
             tokio::spawn(async move {
                 let mut stream = watcher(api, config)
@@ -113,6 +121,38 @@ impl Observer {
         }
     }
 
+    /// Waits up to `limit` for leadership after `fault`: see
+    /// [`crate::check::took_over`]; returns the holder.
+    pub async fn wait_takeover(&self, limit: Duration, fault: &Fault) -> Result<String, String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let victim = &fault.target;
+        loop {
+            let leader = took_over(
+                &lock(&self.state).updates,
+                victim,
+                fault.restarted_in_place,
+                fault.start,
+            )
+            .map(|update| update.holder.clone());
+            if let Some(leader) = leader {
+                return Ok(leader);
+            }
+            if tokio::time::Instant::now() > deadline {
+                let seen: Vec<String> = lock(&self.state)
+                    .updates
+                    .iter()
+                    .filter(|u| u.at >= fault.start)
+                    .map(|u| format!("{} {:?}", u.at, u.holder))
+                    .collect();
+                return Err(format!(
+                    "no leader after the fault of {victim} at {} within {limit:?}; Lease updates since: {seen:?}",
+                    fault.start
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Each object's `desiredReplicas` as last seen.
     pub fn desired(&self) -> HashMap<String, Option<i32>> {
         lock(&self.state).desired.clone()
@@ -146,6 +186,7 @@ impl Observer {
             seen: std::mem::take(&mut state.seen),
             rewritten: state.rewritten,
             holdings: std::mem::take(&mut state.holdings),
+            updates: std::mem::take(&mut state.updates),
         }
     }
 }
@@ -204,14 +245,16 @@ fn record_holder(state: &mut Watched, lease: &Lease) {
         .as_ref()
         .and_then(|spec| spec.holder_identity.clone())
         .unwrap_or_default();
+    let at = Timestamp::now();
     if state
         .holdings
         .last()
         .is_none_or(|last| last.holder != holder)
     {
         state.holdings.push(Holding {
-            at: Timestamp::now(),
-            holder,
+            at,
+            holder: holder.clone(),
         });
     }
+    state.updates.push(Holding { at, holder });
 }

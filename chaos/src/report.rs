@@ -12,7 +12,9 @@ use crate::scenario::{Mode, Scenario};
 /// One scenario's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
-    /// Which scenario.
+    /// The scenario's name, or `soak` for mixed scenarios.
+    pub name: String,
+    /// Which scenario (the first, in a soak).
     pub scenario: Scenario,
     /// Where it ran.
     pub mode: Mode,
@@ -138,7 +140,7 @@ pub fn table(reports: &[Report]) -> String {
         let seconds = |ms: f64| format!("{:.1}", ms / 1000.0);
         out.push_str(&format!(
             "{:<21} {:>6} {:>8} {:>7} {:>5} {:>10} {:>6} {:>4} {:>4} {:>6} {:>6} {:>5} {:>20} {:>14} {:>7} {}\n",
-            r.scenario.name(),
+            r.name,
             r.faults.len(),
             v.instants,
             v.on_time + v.caught_up,

@@ -1,6 +1,7 @@
-//! Runs a scenario in local mode: creates its workload, starts three replicas, waits
-//! for steady state, injects its fault a bounded number of times (or until a time
-//! limit), waits for the level to converge, then checks what the API server saw.
+//! Runs a scenario: creates its workload, starts three replicas (local mode) or finds
+//! the installed ones, waits for steady state, injects its fault a bounded number of
+//! times (or until a time limit), waits for the level to converge, then checks what the
+//! API server saw.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -10,19 +11,19 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use tidal_harness::audit::replica_writes;
 use tidal_harness::fixtures::deployment;
 use tidal_harness::measure::random_below;
-use tidal_harness::replicas::LEASE_NAME;
 use tidal_harness::tide::manifest;
 use tidal_scheduler::api::{TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
 use crate::check::{Observations, check};
+use crate::cluster::Cluster;
+use crate::in_cluster::{InCluster, Installation};
 use crate::local::Local;
 use crate::observe::Observer;
 use crate::report::{Percentiles, Report, problems};
-use crate::scenario::{Mode, Scenario, Workload};
+use crate::scenario::{Scenario, Workload};
 use crate::scenarios::{Drill, inject};
 use crate::timing::LeaseTiming;
 
@@ -41,24 +42,55 @@ const REPLICAS: usize = 3;
 /// Slack on a loaded machine beyond a bound, before the runner stops waiting.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Runs `scenario` in local mode within `limits`, printing progress on stderr.
-pub async fn run_local(scenario: Scenario, limits: Limits) -> Result<Report, String> {
-    run_mixed(&[scenario], limits).await
+/// Where the replicas run.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Processes on this process's own control plane.
+    Local,
+    /// The installed Deployment.
+    InCluster(Installation),
 }
 
-/// Runs `scenarios` mixed on one set of replicas (a soak): each fault is the next
-/// scenario's, round robin. The workload is the first scenario's.
-pub async fn run_mixed(scenarios: &[Scenario], limits: Limits) -> Result<Report, String> {
+/// Runs `scenario` in local mode within `limits`, printing progress on stderr.
+pub async fn run_local(scenario: Scenario, limits: Limits) -> Result<Report, String> {
+    run_mixed(&[scenario], limits, &Target::Local).await
+}
+
+/// Runs `scenarios` mixed on one set of replicas (a soak; one scenario: a run of it):
+/// each fault is the next scenario's, round robin. The workload is the first one's.
+pub async fn run_mixed(
+    scenarios: &[Scenario],
+    limits: Limits,
+    target: &Target,
+) -> Result<Report, String> {
     let first = *scenarios.first().ok_or("no scenario")?;
-    let timing = LeaseTiming::CHAOS;
     let workload = first.workload();
-    let faked = scenarios.iter().any(|s| s.faked_clocks());
-    let mut local = Local::new(timing, faked).await?;
-    let tides = create_workload(&local, workload).await?;
+    let mut cluster = match target {
+        Target::Local => {
+            let faked = scenarios.iter().any(|s| s.faked_clocks());
+            Cluster::Local(Local::new(LeaseTiming::CHAOS, faked).await?)
+        }
+        Target::InCluster(installation) => {
+            Cluster::InCluster(InCluster::new(installation.clone()).await?)
+        }
+    };
+    if let Some(unsupported) = scenarios
+        .iter()
+        .find(|s| !s.modes().contains(&cluster.mode()))
+    {
+        return Err(format!(
+            "{unsupported} does not run in {:?} mode",
+            cluster.mode()
+        ));
+    }
+    let timing = cluster.timing();
+    let tides = create_workload(&cluster, workload, target).await?;
     let names: Vec<String> = tides.keys().cloned().collect();
-    let observer = Observer::start(local.env.client.clone(), &local.env.namespace, LEASE_NAME);
-    for _ in 0..REPLICAS {
-        local.add()?;
+    let observer = Observer::start(cluster.client(), cluster.namespace(), cluster.lease());
+    if let Cluster::Local(local) = &mut cluster {
+        for _ in 0..REPLICAS {
+            local.add()?;
+        }
     }
     let started = Timestamp::now();
     let steady = Instant::now() + Duration::from_secs(120);
@@ -81,7 +113,7 @@ pub async fn run_mixed(scenarios: &[Scenario], limits: Limits) -> Result<Report,
     let mut faults = Vec::new();
     let begun = Instant::now();
     let mut drill = Drill {
-        local: &mut local,
+        cluster: &mut cluster,
         observer: &observer,
         timing,
         period: workload.period,
@@ -136,7 +168,7 @@ pub async fn run_mixed(scenarios: &[Scenario], limits: Limits) -> Result<Report,
         .unwrap_or_default();
     let convergence_bound = timing.takeover() + allowance;
     let lateness_bound = timing.takeover() + longest + allowance;
-    let converged = converge(&local, &observer, &tides, workload, convergence_bound).await;
+    let converged = converge(&cluster, &observer, &tides, workload, convergence_bound).await;
     // Every instant up to convergence must be accounted for (without it, up to now).
     let (converged, until) = match converged {
         Some((took, at)) => (Some(took), at),
@@ -150,13 +182,18 @@ pub async fn run_mixed(scenarios: &[Scenario], limits: Limits) -> Result<Report,
         },
     );
     let observed = observer.finish();
+    let writes = cluster.writes().transpose()?;
+    if let Cluster::InCluster(in_cluster) = &cluster {
+        in_cluster.remove_workload().await?;
+    }
     let observations = Observations {
         tides,
         seen: observed.seen,
         rewritten: observed.rewritten,
         holdings: observed.holdings.clone(),
-        writes: replica_writes(&local.env),
-        audited: true,
+        lease_updates: observed.updates,
+        audited: writes.is_some(),
+        writes: writes.unwrap_or_default(),
         faults: faults.clone(),
         from,
         until,
@@ -180,8 +217,12 @@ pub async fn run_mixed(scenarios: &[Scenario], limits: Limits) -> Result<Report,
         failures_expected,
     );
     Ok(Report {
+        name: match scenarios {
+            [one] => one.name().to_owned(),
+            _ => "soak".to_owned(),
+        },
         scenario: first,
-        mode: Mode::Local,
+        mode: cluster.mode(),
         faults,
         lateness: Percentiles::of(&verdict.lateness_ms),
         failover: Percentiles::of(&verdict.failover_ms),
@@ -204,10 +245,12 @@ pub fn log(scenario: Scenario, message: &str) {
 }
 
 /// Creates the objects of `workload`, each with a Deployment of its own (its target,
-/// which must exist in `Status` mode too); returns each object's tide.
+/// which must exist in `Status` mode too; in a cluster, of real pods); returns each
+/// object's tide.
 async fn create_workload(
-    local: &Local,
+    cluster: &Cluster,
     workload: Workload,
+    target: &Target,
 ) -> Result<BTreeMap<String, Tide>, String> {
     let period = workload.period;
     let rules = [
@@ -221,22 +264,30 @@ async fn create_workload(
     let rules: Vec<(&str, &str, i32)> =
         rules.iter().map(|(n, c, r)| (*n, c.as_str(), *r)).collect();
     let apply = if workload.scale { "Scale" } else { "Status" };
-    let env = &local.env;
+    let client = cluster.client();
+    let namespace = cluster.namespace();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let objects: Api<TidalScheduler> = Api::namespaced(client, namespace);
     let created: Vec<Result<(String, Tide), String>> = stream::iter(0..workload.objects)
         .map(|i| {
-            let rules = rules.clone();
+            let (rules, deployments, objects) = (rules.clone(), &deployments, &objects);
             async move {
                 let name = format!("web-{i:04}");
-                env.api::<Deployment>()
-                    .create(&PostParams::default(), &deployment(&name))
+                let target_deployment = match target {
+                    Target::Local => deployment(&name),
+                    Target::InCluster(installation) => {
+                        pods_deployment(&name, &installation.workload_image)?
+                    }
+                };
+                deployments
+                    .create(&PostParams::default(), &target_deployment)
                     .await
                     .map_err(|e| format!("create Deployment {name}: {e}"))?;
                 let mut object = manifest(&name, "apps/v1", "Deployment", &name, apply, &rules);
                 object["spec"]["historyLimit"] = 100.into();
                 let object: TidalScheduler =
                     serde_json::from_value(object).map_err(|e| e.to_string())?;
-                let created = env
-                    .api::<TidalScheduler>()
+                let created = objects
                     .create(&PostParams::default(), &object)
                     .await
                     .map_err(|e| format!("create TidalScheduler {name}: {e}"))?;
@@ -256,14 +307,14 @@ async fn create_workload(
 /// `desiredReplicas` (and in `Scale` mode its Deployment's replicas) is that level; how
 /// long that took and the moment that was judged at, or `None` after `bound`.
 async fn converge(
-    local: &Local,
+    cluster: &Cluster,
     observer: &Observer,
     tides: &BTreeMap<String, Tide>,
     workload: Workload,
     bound: Duration,
 ) -> Option<(Duration, Timestamp)> {
     let start = Instant::now();
-    let deployments: Api<Deployment> = local.env.api();
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), cluster.namespace());
     while start.elapsed() < bound {
         let now = Timestamp::now();
         let desired = observer.desired();
@@ -292,4 +343,28 @@ async fn converge(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
+}
+
+/// A Deployment `name` of one pod running `image` (present on the node: never pulled).
+fn pods_deployment(name: &str, image: &str) -> Result<Deployment, String> {
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "app",
+                        "image": image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "resources": { "requests": { "cpu": "10m", "memory": "8Mi" } },
+                    }],
+                },
+            },
+        },
+    }))
+    .map_err(|e| e.to_string())
 }

@@ -44,7 +44,7 @@ pub fn svg(report: &Report) -> String {
     let _ = writeln!(
         out,
         r#"<text x="4" y="16" font-size="13" font-weight="bold">{} — {} faults, {} instants, lost {}, duplicated {}, zombie writes {}</text>"#,
-        report.scenario,
+        report.name,
         report.faults.len(),
         report.verdict.instants,
         report.verdict.lost,
@@ -132,6 +132,6 @@ pub fn svg(report: &Report) -> String {
 fn empty(report: &Report) -> String {
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"40\"><text x=\"4\" y=\"20\">{}: nothing observed</text></svg>\n",
-        report.scenario
+        report.name
     )
 }

@@ -33,10 +33,19 @@ pub fn replica_writes(env: &TestEnv) -> Vec<Write> {
         .dir()
         .expect("the audit log needs the harness's own control plane, not TIDAL_TEST_KUBECONFIG");
     let log = std::fs::read_to_string(dir.join("audit.log")).expect("read audit.log");
+    replica_writes_in(&log, &[&env.namespace])
+}
+
+/// The controller replicas' writes in `namespaces` of the audit log `log` (JSON
+/// lines), in the order the API server received them.
+pub fn replica_writes_in(log: &str, namespaces: &[&str]) -> Vec<Write> {
     let mut writes: Vec<Write> = log
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event["objectRef"]["namespace"] == env.namespace.as_str())
+        .filter(|event| {
+            let namespace = event["objectRef"]["namespace"].as_str().unwrap_or_default();
+            namespaces.contains(&namespace)
+        })
         .filter_map(|event| {
             let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
             Some(Write {

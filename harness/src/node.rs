@@ -72,6 +72,11 @@ impl Node {
         &self.control_plane
     }
 
+    /// The socket of the node's containerd.
+    pub fn containerd_address(&self) -> &str {
+        &self.containerd
+    }
+
     /// An image any pod can run here, with `imagePullPolicy: Never`.
     pub fn pause_image(&self) -> &str {
         &self.pause_image

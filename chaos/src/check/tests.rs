@@ -160,10 +160,11 @@ fn late_writes_of_an_ended_term_are_fenced_late_or_zombie() {
 
 #[test]
 fn failover_is_measured_from_the_fault_to_another_holder() {
-    let fault = |leader| Fault {
+    let fault = |leader, restarted_in_place| Fault {
         kind: "sigkill".to_owned(),
         target: "a".to_owned(),
         leader,
+        restarted_in_place,
         start: at(10),
         end: at(10),
     };
@@ -172,11 +173,30 @@ fn failover_is_measured_from_the_fault_to_another_holder() {
         holder: holder.to_owned(),
     };
     let observed = Observations {
-        faults: vec![fault(true), fault(false)],
-        holdings: vec![holding(0, "a"), holding(12, ""), holding(14, "b")],
+        faults: vec![fault(true, false), fault(false, false)],
+        lease_updates: vec![
+            holding(0, "a"),
+            holding(10, "a"),
+            holding(12, ""),
+            holding(14, "b"),
+        ],
         ..Observations::default()
     };
     assert_eq!(check(&observed).failover_ms, vec![4000.0]);
+    // The same identity renewing a second or more later: a restarted container.
+    let updates = vec![holding(10, "a"), holding(13, "a"), holding(15, "b")];
+    let restarted = Observations {
+        faults: vec![fault(true, true)],
+        lease_updates: updates.clone(),
+        ..Observations::default()
+    };
+    assert_eq!(check(&restarted).failover_ms, vec![3000.0]);
+    let replaced = Observations {
+        faults: vec![fault(true, false)],
+        lease_updates: updates,
+        ..Observations::default()
+    };
+    assert_eq!(check(&replaced).failover_ms, vec![5000.0]);
 }
 
 #[test]
@@ -185,6 +205,7 @@ fn a_skewed_replica_taking_the_lease_is_counted() {
         kind: "clock +3m".to_owned(),
         target: "a".to_owned(),
         leader: false,
+        restarted_in_place: false,
         start: at(10),
         end: at(30),
     };

@@ -14,7 +14,8 @@ use crate::check::Fault;
 pub async fn skew(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let leader = drill.leader().await?;
     let standbys: Vec<String> = drill
-        .local
+        .cluster
+        .local()?
         .names()
         .into_iter()
         .filter(|name| *name != leader)
@@ -27,15 +28,16 @@ pub async fn skew(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let minutes = 2 + roll % 4;
     let sign = if roll.is_multiple_of(2) { "-" } else { "+" };
     let start = Timestamp::now();
-    drill
-        .local
-        .skew(&target, &format!("{sign}{}s", minutes * 60))?;
+    let offset = format!("{sign}{}s", minutes * 60);
+    drill.cluster.local()?.skew(&target, &offset)?;
     let leading = target == leader;
     if leading {
-        drill.successor(&target).await?;
+        drill
+            .successor(&fault("clock", &target, true, start))
+            .await?;
     }
     tokio::time::sleep(3 * drill.timing.duration).await;
-    drill.local.skew(&target, "+0")?;
+    drill.cluster.local()?.skew(&target, "+0")?;
     Ok(vec![fault(
         &format!("clock {sign}{minutes}m"),
         &target,

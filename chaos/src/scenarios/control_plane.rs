@@ -10,10 +10,8 @@ use crate::check::Fault;
 /// `component` (`kube-apiserver` or `etcd`) killed, down for a second, started again.
 pub async fn restart(drill: &mut Drill<'_>, component: &str) -> Result<Vec<Fault>, String> {
     let start = Timestamp::now();
-    drill
-        .local
-        .restart(component, Duration::from_secs(1))
-        .await?;
+    let outage = Duration::from_secs(1);
+    drill.cluster.local()?.restart(component, outage).await?;
     let restarted = fault("restart", component, false, start);
     drill.leader().await?;
     Ok(vec![restarted])
@@ -23,9 +21,9 @@ pub async fn restart(drill: &mut Drill<'_>, component: &str) -> Result<Vec<Fault
 /// durations.
 pub async fn throttle(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let start = Timestamp::now();
-    drill.local.throttle().await?;
+    drill.cluster.local()?.throttle().await?;
     tokio::time::sleep(3 * drill.timing.duration).await;
-    drill.local.unthrottle().await?;
+    drill.cluster.local()?.unthrottle().await?;
     let throttled = fault("throttle", "replicas' user", false, start);
     drill.leader().await?;
     Ok(vec![throttled])

@@ -20,8 +20,8 @@ pub async fn failover_burst(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String>
         tokio::time::sleep(wait).await;
     }
     let start = Timestamp::now();
-    drill.local.kill_and_replace(&leader)?;
+    drill.cluster.kill(&leader).await?;
     let killed = fault("sigkill", &leader, true, start);
-    drill.successor(&leader).await?;
+    drill.successor(&killed).await?;
     Ok(vec![killed])
 }

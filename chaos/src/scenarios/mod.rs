@@ -13,15 +13,15 @@ use jiff::{SignedDuration, Timestamp};
 use tidal_harness::measure::random_below;
 
 use crate::check::Fault;
-use crate::local::Local;
+use crate::cluster::Cluster;
 use crate::observe::Observer;
 use crate::scenario::Scenario;
 use crate::timing::LeaseTiming;
 
 /// What a fault works on.
 pub struct Drill<'a> {
-    /// The replicas and the control plane.
-    pub local: &'a mut Local,
+    /// The replicas (and locally the control plane).
+    pub cluster: &'a mut Cluster,
     /// The watches (who leads).
     pub observer: &'a Observer,
     /// The replicas' Lease timing.
@@ -35,18 +35,26 @@ pub struct Drill<'a> {
 impl Drill<'_> {
     /// The Lease holder, once there is one among the running replicas.
     pub async fn leader(&self) -> Result<String, String> {
-        let names = self.local.names();
-        self.observer
-            .wait_holder(self.patience(), |h| names.iter().any(|n| n == h))
-            .await
+        let deadline = tokio::time::Instant::now() + self.patience();
+        loop {
+            let names = self.cluster.replicas().await?;
+            let holder = self.observer.holder();
+            if names.contains(&holder) {
+                return Ok(holder);
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!(
+                    "no leader among {names:?}: the Lease is held by {holder:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
-    /// The first holder other than `of`, waiting up to a takeover and then some.
-    pub async fn successor(&self, of: &str) -> Result<String, String> {
-        self.observer
-            .wait_holder(self.patience(), |h| !h.is_empty() && h != of)
-            .await
-            .map_err(|e| format!("no successor of {of}: {e}"))
+    /// The leader after `fault` (another holder, or the victim restarted in place:
+    /// [`crate::check::took_over`]), waiting up to a takeover and then some.
+    pub async fn successor(&self, fault: &Fault) -> Result<String, String> {
+        self.observer.wait_takeover(self.patience(), fault).await
     }
 
     /// Sleeps until 5–25 ms after the workload's next instant (at least 300 ms away):
@@ -75,6 +83,7 @@ fn fault(kind: &str, target: &str, leader: bool, start: Timestamp) -> Fault {
         kind: kind.to_owned(),
         target: target.to_owned(),
         leader,
+        restarted_in_place: false,
         start,
         end: Timestamp::now(),
     }

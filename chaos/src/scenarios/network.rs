@@ -21,10 +21,10 @@ pub async fn partition(drill: &mut Drill<'_>, black_hole: bool) -> Result<Vec<Fa
     };
     drill.mid_burst().await;
     let start = Timestamp::now();
-    drill.local.partition(&leader, toxic)?;
-    drill.successor(&leader).await?;
+    drill.cluster.local()?.partition(&leader, toxic)?;
+    drill.successor(&fault(kind, &leader, true, start)).await?;
     tokio::time::sleep(Duration::from_secs(drill.period.into())).await;
-    drill.local.heal(&leader)?;
+    drill.cluster.local()?.heal(&leader)?;
     Ok(vec![fault(kind, &leader, true, start)])
 }
 
@@ -35,14 +35,14 @@ pub async fn slow(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
         latency: Duration::from_millis(1250),
         jitter: Duration::from_millis(750),
     };
-    let names = drill.local.names();
+    let names = drill.cluster.local()?.names();
     let start = Timestamp::now();
     for name in &names {
-        drill.local.partition(name, toxic)?;
+        drill.cluster.local()?.partition(name, toxic)?;
     }
     tokio::time::sleep(3 * drill.timing.duration).await;
     for name in &names {
-        drill.local.heal(name)?;
+        drill.cluster.local()?.heal(name)?;
     }
     Ok(vec![fault("slow", "all replicas", false, start)])
 }

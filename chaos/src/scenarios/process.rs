@@ -6,57 +6,59 @@ use jiff::Timestamp;
 
 use super::{Drill, fault};
 use crate::check::Fault;
+use crate::cluster::Cluster;
 
-/// SIGKILL of the leader; a fresh replica replaces it.
+/// SIGKILL of the leader; it is replaced (a fresh process, or kubelet restarting the
+/// container).
 pub async fn leader_sigkill(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let leader = drill.leader().await?;
     let start = Timestamp::now();
-    drill.local.kill_and_replace(&leader)?;
-    let killed = fault("sigkill", &leader, true, start);
-    drill.successor(&leader).await?;
+    drill.cluster.kill(&leader).await?;
+    let mut killed = fault("sigkill", &leader, true, start);
+    killed.restarted_in_place = matches!(drill.cluster, Cluster::InCluster(_));
+    drill.successor(&killed).await?;
     Ok(vec![killed])
 }
 
-/// SIGTERM of the leader, as when its pod is deleted: it releases the Lease on its way
-/// out; a fresh replica replaces it.
+/// The leader's pod deleted (locally: SIGTERM): it releases the Lease on its way out and
+/// a fresh replica replaces it.
 pub async fn leader_terminated(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let leader = drill.leader().await?;
     let start = Timestamp::now();
-    drill.local.signal(&leader, "TERM")?;
+    drill.cluster.terminate(&leader).await?;
     let terminated = fault("sigterm", &leader, true, start);
-    drill.successor(&leader).await?;
-    drill.local.retire(&leader, Duration::from_secs(30))?;
-    drill.local.add()?;
+    drill.successor(&terminated).await?;
     Ok(vec![terminated])
 }
 
-/// Every replica SIGKILLed at once, then as many fresh ones started.
+/// Every replica SIGKILLed at once, all replaced.
 pub async fn kill_all(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let leader = drill.leader().await?;
     let start = Timestamp::now();
-    let names = drill.local.names();
-    for name in &names {
-        drill.local.signal(name, "KILL")?;
-    }
-    for name in &names {
-        drill.local.retire(name, Duration::from_secs(5))?;
-    }
-    for _ in &names {
-        drill.local.add()?;
-    }
-    let killed = fault("kill-all", &leader, true, start);
-    drill.successor(&leader).await?;
+    let in_place = drill.cluster.kill_all().await?;
+    let mut killed = fault("kill-all", &leader, true, start);
+    killed.restarted_in_place = in_place;
+    drill.successor(&killed).await?;
     Ok(vec![killed])
 }
 
 /// Each replica in turn: a fresh one started and ready, then the old one SIGTERMed and
-/// gone (a Deployment's rolling update with maxUnavailable 0).
+/// gone — a Deployment's rolling update with maxUnavailable 0 (in a cluster, the real
+/// one: `kubectl rollout restart`).
 pub async fn rolling_restart(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
+    if let Cluster::InCluster(cluster) = &*drill.cluster {
+        let leader = drill.leader().await?;
+        let start = Timestamp::now();
+        cluster.rolling_restart(Duration::from_secs(300)).await?;
+        let restarted = fault("rollout-restart", &leader, true, start);
+        drill.successor(&restarted).await?;
+        return Ok(vec![restarted]);
+    }
     let mut faults = Vec::new();
-    for old in drill.local.names() {
-        let new = drill.local.add()?;
+    for old in drill.cluster.local()?.names() {
+        let new = drill.cluster.local()?.add()?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !drill.local.ready(&new) {
+        while !drill.cluster.local()?.ready(&new) {
             if tokio::time::Instant::now() > deadline {
                 return Err(format!("{new} not ready within 30 s"));
             }
@@ -64,12 +66,16 @@ pub async fn rolling_restart(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String
         }
         let leading = drill.observer.holder() == old;
         let start = Timestamp::now();
-        drill.local.signal(&old, "TERM")?;
+        drill.cluster.local()?.signal(&old, "TERM")?;
+        let terminated = fault("sigterm", &old, leading, start);
         if leading {
-            drill.successor(&old).await?;
+            drill.successor(&terminated).await?;
         }
-        drill.local.retire(&old, Duration::from_secs(30))?;
-        faults.push(fault("sigterm", &old, leading, start));
+        drill
+            .cluster
+            .local()?
+            .retire(&old, Duration::from_secs(30))?;
+        faults.push(terminated);
     }
     Ok(faults)
 }
@@ -81,9 +87,11 @@ pub async fn zombie(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     let leader = drill.leader().await?;
     drill.mid_burst().await;
     let start = Timestamp::now();
-    drill.local.signal(&leader, "STOP")?;
-    drill.successor(&leader).await?;
+    drill.cluster.freeze(&leader, true).await?;
+    drill
+        .successor(&fault("sigstop", &leader, true, start))
+        .await?;
     tokio::time::sleep(Duration::from_secs(drill.period.into())).await;
-    drill.local.signal(&leader, "CONT")?;
+    drill.cluster.freeze(&leader, false).await?;
     Ok(vec![fault("sigstop", &leader, true, start)])
 }
