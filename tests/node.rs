@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tidal_harness as common;
 
 use common::cluster::{REPO, TestEnv};
+use common::fixtures::deployment_of_pods;
 use common::node::{Node, container_id, node, turn};
 use common::replicas::lease_record;
 use common::tide::{
@@ -145,26 +146,7 @@ fn names(pods: &[Pod]) -> Vec<String> {
 
 /// A Deployment `name` of pause pods (they run here, pull policy Never).
 fn pause_deployment(node: &Node, name: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": replicas,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{
-                        "name": "app",
-                        "image": node.pause_image(),
-                        "imagePullPolicy": "Never",
-                        "resources": { "requests": { "cpu": "10m", "memory": "8Mi" } },
-                    }],
-                },
-            },
-        },
-    }))
-    .expect("a Deployment")
+    deployment_of_pods(name, node.pause_image(), replicas)
 }
 
 /// Creates a pause Deployment `web` and a TidalScheduler `web` on it with `rules`.

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use tidal_harness::fixtures::deployment;
+use tidal_harness::fixtures::{deployment, deployment_of_pods};
 use tidal_harness::measure::random_below;
 use tidal_harness::tide::manifest;
 use tidal_scheduler::api::{TidalScheduler, validate};
@@ -276,7 +276,7 @@ async fn create_workload(
                 let target_deployment = match target {
                     Target::Local => deployment(&name),
                     Target::InCluster(installation) => {
-                        pods_deployment(&name, &installation.workload_image)?
+                        deployment_of_pods(&name, &installation.workload_image, 1)
                     }
                 };
                 deployments
@@ -343,28 +343,4 @@ async fn converge(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
-}
-
-/// A Deployment `name` of one pod running `image` (present on the node: never pulled).
-fn pods_deployment(name: &str, image: &str) -> Result<Deployment, String> {
-    serde_json::from_value(serde_json::json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": 1,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": {
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{
-                        "name": "app",
-                        "image": image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "resources": { "requests": { "cpu": "10m", "memory": "8Mi" } },
-                    }],
-                },
-            },
-        },
-    }))
-    .map_err(|e| e.to_string())
 }

@@ -44,6 +44,31 @@ pub fn deployment(name: &str) -> Deployment {
     .expect("a Deployment")
 }
 
+/// A Deployment of `replicas` pods running `image`, which must be on the node (never
+/// pulled), with a 1 s grace period and small requests: pods that really run on a node.
+pub fn deployment_of_pods(name: &str, image: &str, replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": replicas,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "app",
+                        "image": image,
+                        "imagePullPolicy": "Never",
+                        "resources": { "requests": { "cpu": "10m", "memory": "8Mi" } },
+                    }],
+                },
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
 /// A StatefulSet of one replica.
 pub fn stateful_set(name: &str) -> StatefulSet {
     serde_json::from_value(json!({
