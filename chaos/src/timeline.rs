@@ -43,13 +43,14 @@ pub fn svg(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        r#"<text x="4" y="16" font-size="13" font-weight="bold">{} — {} faults, {} instants, lost {}, duplicated {}, zombie writes {}</text>"#,
+        r#"<text x="4" y="16" font-size="13" font-weight="bold">{} — {} faults, {} instants, lost {}, duplicated {}, zombie writes {}, fenced writes {}</text>"#,
         report.name,
         report.faults.len(),
         report.verdict.instants,
         report.verdict.lost,
         report.verdict.duplicated,
-        report.verdict.zombie_writes
+        report.verdict.zombie_writes,
+        report.verdict.fenced_writes
     );
     // Leadership: a bar from each change of holder to the next.
     for (row, replica) in replicas.iter().enumerate() {
@@ -88,19 +89,25 @@ pub fn svg(report: &Report) -> String {
         .iter()
         .map(|(_, ms)| *ms)
         .fold(bound, f64::max);
+    let latest = report
+        .triggers
+        .iter()
+        .map(|(_, ms)| *ms)
+        .fold(0.0, f64::max);
     let y = |ms: f64| plot_y + PLOT - ms / top * PLOT;
     let _ = writeln!(
         out,
         r#"<text x="4" y="{}">lateness (max {:.1} s)</text>"#,
-        plot_y + 12.0,
-        top / 1000.0
+        plot_y + PLOT / 2.0,
+        latest / 1000.0
     );
     let _ = writeln!(
         out,
-        r##"<line x1="{LEFT}" x2="{WIDTH}" y1="{:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="4 3"/><text x="4" y="{:.1}">bound {:.1} s</text>"##,
+        r##"<line x1="{LEFT}" x2="{WIDTH}" y1="{:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="4 3"/><text x="{}" y="{:.1}" text-anchor="end">bound {:.1} s</text>"##,
         y(bound),
         y(bound),
-        y(bound) + 4.0,
+        WIDTH - 4.0,
+        y(bound) - 3.0,
         bound / 1000.0
     );
     for (at, ms) in &report.triggers {
