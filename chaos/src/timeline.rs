@@ -142,3 +142,55 @@ fn empty(report: &Report) -> String {
         report.name
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{Fault, Holding, Verdict};
+    use crate::report::Percentiles;
+    use crate::scenario::{Mode, Scenario};
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + seconds).expect("valid")
+    }
+
+    #[test]
+    fn draws_a_bar_per_holding_a_box_per_fault_and_a_dot_per_trigger() {
+        let holding = |seconds, holder: &str| Holding {
+            at: at(seconds),
+            holder: holder.to_owned(),
+        };
+        let report = Report {
+            name: "zombie".to_owned(),
+            scenario: Scenario::Zombie,
+            mode: Mode::Local,
+            faults: vec![Fault {
+                kind: "sigstop".to_owned(),
+                target: "a".to_owned(),
+                leader: true,
+                restarted_in_place: false,
+                start: at(10),
+                end: at(16),
+            }],
+            verdict: Verdict::default(),
+            lateness: Percentiles::default(),
+            failover: Percentiles::default(),
+            convergence_ms: Some(0.0),
+            lateness_bound_ms: 6000.0,
+            convergence_bound_ms: 6000.0,
+            problems: Vec::new(),
+            holdings: vec![holding(0, "a"), holding(14, "b"), holding(20, "a")],
+            triggers: vec![(at(2), 5.0), (at(12), 7000.0), (at(14), 300.0)],
+        };
+        let svg = svg(&report);
+        assert_eq!(svg.matches(r##"fill="#4a90d9""##).count(), 3, "{svg}");
+        assert_eq!(svg.matches("<title>sigstop a</title>").count(), 1);
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert_eq!(
+            svg.matches(r##"fill="#d0021b"/>"##).count(),
+            1,
+            "one beyond the bound"
+        );
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    }
+}
