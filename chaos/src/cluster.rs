@@ -75,7 +75,7 @@ impl Cluster {
     /// cluster by kubelet restarting the container).
     pub async fn kill(&mut self, name: &str) -> Result<(), String> {
         match self {
-            Cluster::Local(local) => local.kill_and_replace(name).map(drop),
+            Cluster::Local(local) => local.kill_and_replace(name).await.map(drop),
             Cluster::InCluster(cluster) => cluster.signal(name, "SIGKILL").await,
         }
     }
@@ -86,7 +86,7 @@ impl Cluster {
         match self {
             Cluster::Local(local) => {
                 local.signal(name, "TERM")?;
-                local.retire(name, Duration::from_secs(30))?;
+                local.retire(name, Duration::from_secs(30)).await?;
                 local.add().map(drop)
             }
             Cluster::InCluster(cluster) => cluster.delete_pod(name, None).await,
@@ -103,7 +103,7 @@ impl Cluster {
                     local.signal(name, "KILL")?;
                 }
                 for name in &names {
-                    local.retire(name, Duration::from_secs(5))?;
+                    local.retire(name, Duration::from_secs(5)).await?;
                 }
                 for _ in &names {
                     local.add()?;

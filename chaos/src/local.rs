@@ -142,26 +142,26 @@ impl Local {
     }
 
     /// SIGKILLs replica `name` and starts a fresh one in its place, like a Deployment.
-    pub fn kill_and_replace(&mut self, name: &str) -> Result<String, String> {
+    pub async fn kill_and_replace(&mut self, name: &str) -> Result<String, String> {
         self.signal(name, "KILL")?;
-        self.retire(name, Duration::from_secs(5))?;
+        self.retire(name, Duration::from_secs(5)).await?;
         self.add()
     }
 
     /// Waits (up to `limit`) for replica `name` to exit and keeps it with the ended ones.
-    pub fn retire(&mut self, name: &str, limit: Duration) -> Result<(), String> {
+    pub async fn retire(&mut self, name: &str, limit: Duration) -> Result<(), String> {
         let at = self
             .replicas
             .iter()
             .position(|r| r.name == name)
             .ok_or_else(|| format!("no replica {name}"))?;
         let mut replica = self.replicas.remove(at);
-        let deadline = std::time::Instant::now() + limit;
+        let deadline = tokio::time::Instant::now() + limit;
         while replica.process.try_status().is_none() {
-            if std::time::Instant::now() > deadline {
+            if tokio::time::Instant::now() > deadline {
                 return Err(format!("{name} did not exit within {limit:?}"));
             }
-            std::thread::sleep(Duration::from_millis(10));
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.ended.push(replica);
         Ok(())

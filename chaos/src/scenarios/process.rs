@@ -74,7 +74,8 @@ pub async fn rolling_restart(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String
         drill
             .cluster
             .local()?
-            .retire(&old, Duration::from_secs(30))?;
+            .retire(&old, Duration::from_secs(30))
+            .await?;
         faults.push(terminated);
     }
     Ok(faults)
