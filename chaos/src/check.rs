@@ -58,8 +58,6 @@ pub struct Observations {
     pub seen: Vec<Seen>,
     /// Entries seen again with different contents, or twice in one status.
     pub rewritten: usize,
-    /// The Lease's holders over time.
-    pub holdings: Vec<Holding>,
     /// Every update of the Lease (renewals included).
     pub lease_updates: Vec<Holding>,
     /// The controller replicas' writes, as audited (empty when there is no audit log).
@@ -127,7 +125,7 @@ pub fn check(observed: &Observations) -> Verdict {
         judge_writes(&observed.writes, &mut verdict);
     }
     verdict.failover_ms = failovers(&observed.faults, &observed.lease_updates);
-    verdict.skewed_leads = skewed_leads(&observed.faults, &observed.holdings);
+    verdict.skewed_leads = skewed_leads(&observed.faults, &holdings(&observed.lease_updates));
     verdict
 }
 
@@ -269,6 +267,20 @@ fn failovers(faults: &[Fault], updates: &[Holding]) -> Vec<f64> {
             Some(next.at.duration_since(fault.start).as_secs_f64() * 1000.0)
         })
         .collect()
+}
+
+/// The Lease's holders over time: the updates that changed the holder.
+pub fn holdings(updates: &[Holding]) -> Vec<Holding> {
+    let mut changes: Vec<Holding> = Vec::new();
+    for update in updates {
+        if changes
+            .last()
+            .is_none_or(|last| last.holder != update.holder)
+        {
+            changes.push(update.clone());
+        }
+    }
+    changes
 }
 
 /// Lease takeovers by a replica whose clock was skewed at the time (past the 2 s it

@@ -16,7 +16,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, ResourceExt};
 use serde_json::json;
 
-use crate::timing::LeaseTiming;
+use crate::timing::{LeaseTiming, parse_duration};
 
 /// Where and how the controller is installed.
 #[derive(Debug, Clone)]
@@ -238,11 +238,7 @@ fn timing_of(deployment: &Deployment) -> Result<LeaseTiming, String> {
             .and_then(|v| v.value.as_deref())
         {
             None => Ok(default),
-            Some(text) => tidal_scheduler::schedule::parse_go_duration(text)
-                .ok()
-                .and_then(|nanos| u64::try_from(nanos).ok())
-                .map(Duration::from_nanos)
-                .ok_or_else(|| format!("{name}={text} is not a duration")),
+            Some(text) => parse_duration(text).map_err(|e| format!("{name}: {e}")),
         }
     };
     Ok(LeaseTiming {

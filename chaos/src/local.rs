@@ -15,6 +15,8 @@ use serde_json::json;
 use tidal_harness::cluster::{TestEnv, provisioned_bin};
 use tidal_harness::http;
 use tidal_harness::process::Process;
+use tidal_harness::replicas::logged_metrics_address;
+use tidal_harness::tide::start_replica_env;
 use tidal_harness::toxiproxy::{Toxic, Toxiproxy};
 
 use crate::timing::LeaseTiming;
@@ -105,23 +107,8 @@ impl Local {
             ]);
         }
         let timing = self.timing.flags();
-        let mut args = vec![
-            "run",
-            "--namespace",
-            &self.env.namespace,
-            "--log-format",
-            "json",
-            "--lease-namespace",
-            &self.env.namespace,
-            "--identity",
-            &name,
-            "--metrics-address",
-            "127.0.0.1:0",
-        ];
-        args.extend(timing.iter().map(String::as_str));
-        let process = self
-            .env
-            .run_binary_with_env(&name, &args, &kubeconfig, &vars);
+        let timing: Vec<&str> = timing.iter().map(String::as_str).collect();
+        let process = start_replica_env(&self.env, &name, &timing, &kubeconfig, &vars);
         self.replicas.push(Replica {
             name: name.clone(),
             process,
@@ -172,13 +159,8 @@ impl Local {
         let Ok(replica) = self.replica(name) else {
             return false;
         };
-        let log = replica.process.log();
-        let address = log
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .find(|line| line["message"] == "serving /healthz, /readyz and /metrics")
-            .and_then(|line| line["address"].as_str().map(str::to_owned));
-        address.is_some_and(|address| http::get(&address, "/readyz").is_ok_and(|(s, _)| s == 200))
+        logged_metrics_address(&replica.process)
+            .is_some_and(|address| http::get(&address, "/readyz").is_ok_and(|(s, _)| s == 200))
     }
 
     /// Applies `toxic` to the connection of replica `name` to the API server.

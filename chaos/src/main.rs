@@ -11,6 +11,7 @@ use tidal_chaos::report::{Report, table};
 use tidal_chaos::run::{Limits, Target, run_mixed};
 use tidal_chaos::scenario::{Mode, Scenario};
 use tidal_chaos::timeline;
+use tidal_chaos::timing::parse_duration;
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -125,14 +126,6 @@ impl TargetArgs {
             scenarios
         }
     }
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let nanos =
-        tidal_scheduler::schedule::parse_go_duration(text).map_err(|e| format!("{text}: {e}"))?;
-    u64::try_from(nanos)
-        .map(Duration::from_nanos)
-        .map_err(|_| format!("{text}: a duration cannot be negative"))
 }
 
 #[tokio::main]

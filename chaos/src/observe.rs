@@ -25,7 +25,6 @@ struct Watched {
     doubled: HashSet<(String, Timestamp)>,
     rewritten: usize,
     desired: HashMap<String, Option<i32>>,
-    holdings: Vec<Holding>,
     updates: Vec<Holding>,
 }
 
@@ -41,8 +40,6 @@ pub struct Observed {
     pub seen: Vec<Seen>,
     /// Entries seen again with other contents, or twice in one status.
     pub rewritten: usize,
-    /// The Lease's holders over time.
-    pub holdings: Vec<Holding>,
     /// Every update of the Lease seen (renewals included), with its holder.
     pub updates: Vec<Holding>,
 }
@@ -96,7 +93,7 @@ impl Observer {
     /// The Lease's holder as last seen ("" when released or not yet seen).
     pub fn holder(&self) -> String {
         lock(&self.state)
-            .holdings
+            .updates
             .last()
             .map(|h| h.holder.clone())
             .unwrap_or_default()
@@ -165,8 +162,27 @@ impl Observer {
             .contains_key(&(object.to_owned(), at))
     }
 
-    /// Whether every object in `objects` has an entry scheduled after `after`.
-    pub fn all_applied_after(&self, objects: &[String], after: Timestamp) -> bool {
+    /// Waits up to `limit` until every object in `objects` has an entry scheduled after
+    /// `after`; whether they all had.
+    pub async fn wait_applied_after(
+        &self,
+        objects: &[String],
+        after: Timestamp,
+        limit: Duration,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if self.all_applied_after(objects, after) {
+                return true;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn all_applied_after(&self, objects: &[String], after: Timestamp) -> bool {
         let state = lock(&self.state);
         objects.iter().all(|object| {
             state
@@ -185,7 +201,6 @@ impl Observer {
         Observed {
             seen: std::mem::take(&mut state.seen),
             rewritten: state.rewritten,
-            holdings: std::mem::take(&mut state.holdings),
             updates: std::mem::take(&mut state.updates),
         }
     }
@@ -245,16 +260,8 @@ fn record_holder(state: &mut Watched, lease: &Lease) {
         .as_ref()
         .and_then(|spec| spec.holder_identity.clone())
         .unwrap_or_default();
-    let at = Timestamp::now();
-    if state
-        .holdings
-        .last()
-        .is_none_or(|last| last.holder != holder)
-    {
-        state.holdings.push(Holding {
-            at,
-            holder: holder.clone(),
-        });
-    }
-    state.updates.push(Holding { at, holder });
+    state.updates.push(Holding {
+        at: Timestamp::now(),
+        holder,
+    });
 }

@@ -17,7 +17,7 @@ use tidal_harness::tide::manifest;
 use tidal_scheduler::api::{TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
-use crate::check::{Observations, check};
+use crate::check::{Observations, check, holdings};
 use crate::cluster::Cluster;
 use crate::in_cluster::{InCluster, Installation};
 use crate::local::Local;
@@ -93,12 +93,11 @@ pub async fn run_mixed(
         }
     }
     let started = Timestamp::now();
-    let steady = Instant::now() + Duration::from_secs(120);
-    while !observer.all_applied_after(&names, started) {
-        if Instant::now() > steady {
-            return Err("no steady state within 120 s: not every object had a trigger".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    if !observer
+        .wait_applied_after(&names, started, Duration::from_secs(120))
+        .await
+    {
+        return Err("no steady state within 120 s: not every object had a trigger".into());
     }
     let from = Timestamp::now();
     log(
@@ -149,10 +148,8 @@ pub async fn run_mixed(
             .map(|f| f.end)
             .max()
             .unwrap_or_else(Timestamp::now);
-        let settle = Instant::now() + timing.takeover() + scenario.allowance() + PATIENCE;
-        while !observer.all_applied_after(&names, healed) && Instant::now() < settle {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let settle = timing.takeover() + scenario.allowance() + PATIENCE;
+        observer.wait_applied_after(&names, healed, settle).await;
         faults.extend(injected);
     }
 
@@ -190,7 +187,6 @@ pub async fn run_mixed(
         tides,
         seen: observed.seen,
         rewritten: observed.rewritten,
-        holdings: observed.holdings.clone(),
         lease_updates: observed.updates,
         audited: writes.is_some(),
         writes: writes.unwrap_or_default(),
@@ -231,7 +227,7 @@ pub async fn run_mixed(
         lateness_bound_ms: lateness_bound.as_secs_f64() * 1000.0,
         convergence_bound_ms: convergence_bound.as_secs_f64() * 1000.0,
         problems,
-        holdings: observed.holdings,
+        holdings: holdings(&observations.lease_updates),
         triggers,
     })
 }

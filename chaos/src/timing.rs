@@ -44,3 +44,12 @@ impl LeaseTiming {
         self.duration + self.retry + Duration::from_secs(1)
     }
 }
+
+/// A Go duration (`90s`, `5m`, `1h30m`) as a [`Duration`]; negative ones are refused.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let nanos =
+        tidal_scheduler::schedule::parse_go_duration(text).map_err(|e| format!("{text}: {e}"))?;
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| format!("{text}: a duration cannot be negative"))
+}

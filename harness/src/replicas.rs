@@ -167,12 +167,23 @@ pub fn http_get(process: &Process, path: &str) -> (u16, String) {
 
 /// The `host:port` of the health and metrics server of `process`, from its log.
 pub fn metrics_address(process: &Process) -> String {
-    let log = process.log();
-    log.lines()
+    logged_metrics_address(process).unwrap_or_else(|| {
+        panic!(
+            "{} logged no server address:\n{}",
+            process.name(),
+            process.log()
+        )
+    })
+}
+
+/// Like [`metrics_address`], `None` while the process has not logged it yet.
+pub fn logged_metrics_address(process: &Process) -> Option<String> {
+    process
+        .log()
+        .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .find(|line| line["message"] == "serving /healthz, /readyz and /metrics")
         .and_then(|line| line["address"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("{} logged no server address:\n{log}", process.name()))
 }
 
 /// Rules alternating the level every 2 s: each instant is a new trigger.

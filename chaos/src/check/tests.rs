@@ -215,7 +215,7 @@ fn a_skewed_replica_taking_the_lease_is_counted() {
     };
     let observed = Observations {
         faults: vec![skew],
-        holdings: vec![
+        lease_updates: vec![
             holding(0, "a"),
             holding(11, "b"),
             holding(20, "a"),
