@@ -21,7 +21,7 @@ use tidal_harness as common;
 
 use common::cluster::{REPO, TestEnv};
 use common::fixtures::deployment_of_pods;
-use common::node::{Node, container_id, node, turn};
+use common::node::{KUSTOMIZE_NAMESPACE, Node, container_id, node, turn};
 use common::replicas::lease_record;
 use common::tide::{
     assert_every_instant_accounted, assert_no_duplicate_history, create, entry, eventually,
@@ -35,7 +35,7 @@ use tidal_scheduler::api::{TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
 /// Where `kubectl apply -k deploy/` installs the controller.
-const SYSTEM: &str = "tidal-system";
+const SYSTEM: &str = KUSTOMIZE_NAMESPACE;
 const LEASE: &str = "tidal-scheduler";
 /// The ServiceAccount the controller authenticates as.
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:tidal-system:tidal-scheduler";
@@ -45,31 +45,19 @@ const LEASE_DURATION: Duration = Duration::from_secs(15);
 const CONTROLLER_PODS: &str = "app.kubernetes.io/name=tidal-scheduler";
 /// A rule firing every 2 s.
 const EVERY_2S: (&str, &str, i32) = ("every-2s", "CRON_TZ=UTC */2 * * * * *", 2);
-/// How long a rollout of the controller (or of a workload) may take here.
-const ROLLOUT: &str = "--timeout=180s";
 
 /// Installs the controller with `kubectl apply -k deploy/` (again: idempotent, and it
 /// undoes what an earlier test changed) and waits until all three replicas are Ready.
 async fn kustomized(node: &Node) -> Client {
-    node.load_controller_image(tidal_scheduler::VERSION);
-    let deploy = Path::new(REPO).join("deploy");
-    node.kubectl(&["apply", "-k", deploy.to_str().expect("UTF-8 path")])
+    node.install_kustomized()
         .unwrap_or_else(|e| panic!("kubectl apply -k deploy/: {e}"));
-    rollout(node, SYSTEM, "tidal-scheduler");
     node.control_plane().client().await
 }
 
 /// Waits until Deployment `name`'s rollout is complete (`kubectl rollout status`).
 fn rollout(node: &Node, namespace: &str, name: &str) {
-    node.kubectl(&[
-        "-n",
-        namespace,
-        "rollout",
-        "status",
-        &format!("deployment/{name}"),
-        ROLLOUT,
-    ])
-    .unwrap_or_else(|e| panic!("rollout of {namespace}/{name}: {e}"));
+    node.rollout(namespace, name)
+        .unwrap_or_else(|e| panic!("rollout of {namespace}/{name}: {e}"));
 }
 
 /// The pods matching `selector` in `namespace` that are Ready (and not terminating).

@@ -76,10 +76,10 @@ impl ControlPlane {
         ControlPlane::start_with(dir, &[("TIDAL_JAEGER", "1")])
     }
 
-    /// Like [`ControlPlane::start`], as a full single-node cluster (`up.sh --node`: its
-    /// node's settings are in `DIR/node.env`).
-    pub fn start_node(dir: &Path) -> Result<ControlPlane, String> {
-        ControlPlane::start_mode(dir, &["--node"], &[])
+    /// Like [`ControlPlane::start`], as a full single-node cluster (`up.sh --node`, with
+    /// the variables `vars`: its node's settings are in `DIR/node.env`).
+    pub fn start_node(dir: &Path, vars: &[(&str, &str)]) -> Result<ControlPlane, String> {
+        ControlPlane::start_mode(dir, &["--node"], vars)
     }
 
     fn start_with(dir: &Path, vars: &[(&str, &str)]) -> Result<ControlPlane, String> {

@@ -18,6 +18,8 @@ use super::cluster::{ControlPlane, REPO};
 const PAUSE_IMAGE: &str = "PAUSE_IMAGE";
 /// The node's containerd socket.
 const CONTAINERD_ADDRESS: &str = "CONTAINERD_ADDRESS";
+/// Where `kubectl apply -k deploy/` installs the controller.
+pub const KUSTOMIZE_NAMESPACE: &str = "tidal-system";
 
 /// A running node and its control plane.
 pub struct Node {
@@ -52,7 +54,12 @@ pub async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
 impl Node {
     /// Starts a node under `dir` (stopped and removed when the test process ends).
     pub fn start(dir: &Path) -> Result<Node, String> {
-        let control_plane = ControlPlane::start_node(dir)?;
+        Node::start_with(dir, &[])
+    }
+
+    /// Like [`Node::start`], with variables of `up.sh` (`TIDAL_HPA_SYNC_PERIOD`, ...).
+    pub fn start_with(dir: &Path, vars: &[(&str, &str)]) -> Result<Node, String> {
+        let control_plane = ControlPlane::start_node(dir, vars)?;
         let settings = std::fs::read_to_string(dir.join("node.env"))
             .map_err(|e| format!("read {}/node.env: {e}", dir.display()))?;
         let setting = |name: &str| {
@@ -92,6 +99,31 @@ impl Node {
         let mut command = self.control_plane.kubectl();
         command.args(args);
         output(command)
+    }
+
+    /// Waits until Deployment `namespace/name`'s rollout is complete (`kubectl rollout
+    /// status`, at most 180 s).
+    pub fn rollout(&self, namespace: &str, name: &str) -> Result<(), String> {
+        let deployment = format!("deployment/{name}");
+        self.kubectl(&[
+            "-n",
+            namespace,
+            "rollout",
+            "status",
+            &deployment,
+            "--timeout=180s",
+        ])
+        .map(drop)
+    }
+
+    /// Installs the controller with `kubectl apply -k deploy/` (again: idempotent, and it
+    /// undoes what was changed since), its image imported first, and waits for the
+    /// rollout of its replicas.
+    pub fn install_kustomized(&self) -> Result<(), String> {
+        self.load_controller_image(tidal_scheduler::VERSION);
+        let deploy = Path::new(REPO).join("deploy");
+        self.kubectl(&["apply", "-k", deploy.to_str().expect("UTF-8 path")])?;
+        self.rollout(KUSTOMIZE_NAMESPACE, "tidal-scheduler")
     }
 
     /// Runs `ctr` on the node's containerd, in the Kubernetes namespace (`k8s.io`).

@@ -86,6 +86,15 @@ make_node_certificates() {
       -keyout apiserver-kubelet-client.key -out apiserver-kubelet-client.csr 2>/dev/null
     openssl x509 -req -in apiserver-kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
       -days 3650 -extfile admin.ext -out apiserver-kubelet-client.crt 2>/dev/null
+    # The aggregation layer (APIServices such as KEDA's external metrics): the API server
+    # proxies as front-proxy-client, with a CA of its own that extension servers trust for
+    # the X-Remote-* headers.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=tidal-test-front-proxy-ca" \
+      -keyout front-proxy-ca.key -out front-proxy-ca.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=front-proxy-client" \
+      -keyout front-proxy-client.key -out front-proxy-client.csr 2>/dev/null
+    openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key \
+      -CAcreateserial -days 3650 -extfile admin.ext -out front-proxy-client.crt 2>/dev/null
   ) || die "openssl failed (node certificates)"
 }
 
@@ -286,7 +295,7 @@ start_controllers() {
       --use-service-account-credentials=false --leader-elect=false \
       --bind-address=127.0.0.1 --secure-port="$kcm_port" --cert-dir="$dir/kcm-certs" \
       --cluster-cidr="$pod_subnet" --service-cluster-ip-range=10.0.0.0/24 \
-      --horizontal-pod-autoscaler-sync-period=2s --v=1
+      --horizontal-pod-autoscaler-sync-period="${TIDAL_HPA_SYNC_PERIOD:-2s}" --v=1
     await kube-controller-manager kcm_healthy || return
   fi
   if running_pid kube-scheduler >/dev/null; then

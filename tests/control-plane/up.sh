@@ -10,7 +10,9 @@
 #                     and kube-proxy (node.sh); returns once the Node is Ready and
 #                     writes DIR/node.env (CONTAINERD_ADDRESS, PAUSE_IMAGE: an image any
 #                     pod can run with pull policy Never, NODE_NAME, NODE_IP). Needs
-#                     root; one node per machine.
+#                     root; one node per machine. The aggregation layer is configured
+#                     (front-proxy certificates; APIServices reach their endpoints
+#                     directly).
 #   down.sh DIR       stop everything and undo what the node changed on the machine
 #
 # Without --node: loopback only, TLS serving certificate for 127.0.0.1 and localhost,
@@ -24,6 +26,8 @@
 #   TIDAL_CONTROL_PLANE_BIN  directory with etcd and kube-apiserver (default: what
 #                            provision.sh prints, building them if needed)
 #   TIDAL_READY_TIMEOUT      seconds to wait for each component (default 90)
+#   TIDAL_HPA_SYNC_PERIOD    --node: kube-controller-manager's HPA sync period (default
+#                            2s, so that tests see HPAs act quickly; Kubernetes' is 15s)
 #   TIDAL_TRACING_ENDPOINT   host:port of an OTLP/gRPC collector: kube-apiserver and
 #                            etcd export their spans there, for requests whose W3C
 #                            traceparent is sampled (they start no traces of their own)
@@ -311,7 +315,15 @@ TRACING
       --endpoint-reconciler-type=lease --authorization-mode=Node,RBAC
       --enable-admission-plugins=NodeRestriction
       --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt"
-      --kubelet-client-key="$pki/apiserver-kubelet-client.key")
+      --kubelet-client-key="$pki/apiserver-kubelet-client.key"
+      --requestheader-client-ca-file="$pki/front-proxy-ca.crt"
+      --requestheader-allowed-names=front-proxy-client
+      --requestheader-username-headers=X-Remote-User
+      --requestheader-group-headers=X-Remote-Group
+      --requestheader-extra-headers-prefix=X-Remote-Extra-
+      --proxy-client-cert-file="$pki/front-proxy-client.crt"
+      --proxy-client-key-file="$pki/front-proxy-client.key"
+      --enable-aggregator-routing=true)
   fi
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_client_port" \
