@@ -2,7 +2,8 @@
 //! both: a real control plane (etcd + kube-apiserver from `tests/control-plane/`), a
 //! real node (kubelet, containerd) for what users install,
 //! child processes that never outlive the test, proxies that lag or hold traffic, the
-//! audit log, Toxiproxy, fixtures and the robfig/cron reference.
+//! audit log, Toxiproxy, KEDA (the peers benchmark), fixtures and the robfig/cron
+//! reference.
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ pub mod fixtures;
 pub mod holding_proxy;
 pub mod http;
 pub mod jaeger;
+pub mod keda;
 pub mod lagging_proxy;
 pub mod measure;
 pub mod node;

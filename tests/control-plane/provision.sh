@@ -6,8 +6,13 @@
 # a cache directory outside the repository, keyed by version, and prints the directory
 # holding all of them as the last line of stdout. Idempotent: seconds when cached.
 #
+#   provision.sh        what the tests need
+#   provision.sh keda   only KEDA's operator and metrics API server (the peers benchmark,
+#                       benches/peers/; several minutes cold), printing their directory
+#
 # The versions are the ones pinned by the Go modules next to this script (kubernetes/,
-# etcd/, helm/, jaeger/, prometheus/, toxiproxy/ go.mod; go.sum verifies every download).
+# etcd/, helm/, jaeger/, prometheus/, toxiproxy/, keda/ go.mod; go.sum verifies every
+# download).
 #
 # Environment:
 #   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
@@ -87,6 +92,17 @@ build() { # module-dir out-dir ldflags name=package...
   rm -rf "$partial"
   trap - EXIT
 }
+
+if [ "${1:-}" = keda ]; then
+  keda_version="$(required_version keda github.com/kedacore/keda/v2)"
+  [ -n "$keda_version" ] || die "cannot read KEDA's pinned version"
+  keda_dir="$cache_root/keda-$keda_version"
+  build keda "$keda_dir" "-s -w -X github.com/kedacore/keda/v2/version.Version=$keda_version" \
+    keda=github.com/kedacore/keda/v2/cmd/operator \
+    keda-adapter=github.com/kedacore/keda/v2/cmd/adapter
+  echo "$keda_dir"
+  exit 0
+fi
 
 version_ldflags="-s -w"
 for var in gitVersion=$kubernetes_version gitTreeState=clean \
