@@ -172,6 +172,11 @@ fn the_charts_schema_refuses_bad_values_by_name() {
         ("watchNamespaces={Not_A_Name}", "/watchNamespaces/0"),
         ("otel.endpoint=collector:4318", "/otel/endpoint"),
         ("replicas=3", "replicas"),
+        // (helm 4.3.1 reports a wrong location for a bad property name, but names it)
+        (
+            "admissionPolicy.scaleTargets.Widget/example=widgets",
+            "invalid propertyName 'Widget/example'",
+        ),
     ] {
         let error = helm_template(&[value]).expect_err(value);
         assert!(
@@ -240,6 +245,22 @@ fn kustomize_and_helm_install_the_same_controller() {
         find(&kustomized, "PodDisruptionBudget", "tidal-scheduler")["spec"]["maxUnavailable"],
         find(&helm, "PodDisruptionBudget", "tidal-scheduler")["spec"]["maxUnavailable"]
     );
+    let policy = "tidal-scheduler-scale-permission";
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert_eq!(
+            find(&kustomized, kind, policy)["spec"],
+            find(&helm, kind, policy)["spec"],
+            "{kind}: deploy/helm/tidal-scheduler/templates/admission.yaml is stale"
+        );
+    }
+    let mapping = "tidal-scheduler-scale-targets";
+    assert_eq!(
+        find(&kustomized, "ConfigMap", mapping)["data"],
+        find(&helm, "ConfigMap", mapping)["data"]
+    );
     let service = "tidal-scheduler-metrics";
     for field in ["ports", "clusterIP"] {
         assert_eq!(
@@ -275,6 +296,19 @@ fn kustomize_and_helm_install_the_same_controller() {
         let role = find(objects, "Role", "tidal-scheduler-leader-election");
         assert_eq!(role["rules"][1]["resourceNames"][0], lease);
     }
+}
+
+#[test]
+fn the_chart_maps_more_kinds_for_the_admission_policy_or_leaves_it_out() {
+    let helm = helm_template(&["admissionPolicy.scaleTargets.Widget\\.example\\.com=widgets"])
+        .expect("helm template");
+    let data = &find(&helm, "ConfigMap", "tidal-scheduler-scale-targets")["data"];
+    assert_eq!(data["Widget.example.com"], "widgets");
+    assert_eq!(data["Deployment.apps"], "deployments", "the defaults stay");
+    let helm = helm_template(&["admissionPolicy.enabled=false"]).expect("helm template");
+    assert!(helm.iter().all(|o| o["kind"] != "ValidatingAdmissionPolicy"
+        && o["kind"] != "ValidatingAdmissionPolicyBinding"
+        && o["kind"] != "ConfigMap"));
 }
 
 #[test]
