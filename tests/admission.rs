@@ -7,19 +7,17 @@
 use tidal_harness as common;
 
 use std::path::Path;
-use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tidal_scheduler::api::TidalScheduler;
 
 use common::cluster::{REPO, TestEnv, apply, read_manifests};
+use common::fixtures::install_widget_crd;
 use common::tide::{eventually, manifest};
 
 /// Where deploy/admission.yaml keeps its kind → resource mapping.
@@ -310,7 +308,7 @@ async fn a_custom_kind_is_denied_until_mapped_then_needs_its_scale_right() {
     let env = TestEnv::new().await;
     policy(&env).await;
     let carol = author(&env, "carol").await;
-    widget_crd(&env.client).await;
+    install_widget_crd(&env).await;
     let widget = scale("widget", "example.com/v1", "Widget", "w");
 
     assert_denied(
@@ -345,44 +343,4 @@ async fn a_custom_kind_is_denied_until_mapped_then_needs_its_scale_right() {
     create(&carol, &env, &widget)
         .await
         .expect("allowed once mapped, with update on widgets/scale");
-}
-
-/// A namespaced custom kind with a scale subresource.
-async fn widget_crd(client: &Client) {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": { "name": "widgets.example.com" },
-        "spec": {
-            "group": "example.com",
-            "names": { "kind": "Widget", "plural": "widgets", "singular": "widget" },
-            "scope": "Namespaced",
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": true,
-                }},
-                "subresources": { "scale": {
-                    "specReplicasPath": ".spec.replicas",
-                    "statusReplicasPath": ".status.replicas",
-                }},
-            }],
-        },
-    }))
-    .expect("a CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.patch(
-        &crd.name_any(),
-        &PatchParams::apply("tidal-tests").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("apply the Widget CRD");
-    let established = await_condition(
-        crds,
-        "widgets.example.com",
-        conditions::is_crd_established(),
-    );
-    tokio::time::timeout(Duration::from_secs(60), established)
-        .await
-        .expect("the Widget CRD Established within 60 s")
-        .expect("watching the CRD");
 }

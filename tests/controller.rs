@@ -11,15 +11,13 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::runtime::wait::conditions;
 use serde_json::json;
 use tidal_scheduler::api::{TidalScheduler, TriggerResult, validate};
 
-use common::cluster::{TestEnv, apply};
-use common::fixtures::{deployment, hpa, object, stateful_set};
+use common::cluster::TestEnv;
+use common::fixtures::{deployment, hpa, install_widget_crd, object, stateful_set};
 use common::tide::*;
 
 const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
@@ -298,45 +296,6 @@ async fn colliding_rules_resolve_to_the_max_and_are_reported() {
         entry(status, "small", at).is_none(),
         "the loser is not applied"
     );
-}
-
-/// A namespaced CRD `widgets.example.com` with a scale subresource.
-async fn install_widget_crd(env: &TestEnv) {
-    let crd = object(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": { "name": "widgets.example.com" },
-        "spec": {
-            "group": "example.com",
-            "names": { "kind": "Widget", "plural": "widgets", "singular": "widget" },
-            "scope": "Namespaced",
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": { "type": "object", "properties": { "replicas": { "type": "integer" } } },
-                        "status": { "type": "object", "properties": { "replicas": { "type": "integer" } } },
-                    },
-                }},
-                "subresources": {
-                    "status": {},
-                    "scale": { "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas" },
-                },
-            }],
-        },
-    }));
-    apply(&env.client, &crd, None)
-        .await
-        .expect("apply the Widget CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-    wait_for(
-        &crds,
-        "widgets.example.com",
-        "Established",
-        conditions::is_crd_established(),
-    )
-    .await;
 }
 
 #[tokio::test]

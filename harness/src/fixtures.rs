@@ -1,11 +1,17 @@
 //! Objects the integration tests create: a valid TidalScheduler (as JSON, to be
-//! broken at will) and minimal workloads, HPAs and Leases.
+//! broken at will), minimal workloads, HPAs and Leases, and a custom kind with a scale
+//! subresource.
 
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::DynamicObject;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::wait::conditions;
 use serde_json::{Value, json};
+
+use super::cluster::{TestEnv, apply};
+use super::tide::wait_for;
 
 /// A valid TidalScheduler (as JSON, so tests can break it in any way).
 pub fn valid_tidal_scheduler(name: &str) -> Value {
@@ -106,4 +112,44 @@ pub fn lease(name: &str, holder: &str) -> Lease {
         "spec": { "holderIdentity": holder, "leaseDurationSeconds": 15 },
     }))
     .expect("a Lease")
+}
+
+/// Installs a namespaced CRD `widgets.example.com` (kind `Widget`) with a scale
+/// subresource (idempotent), and waits until it is Established.
+pub async fn install_widget_crd(env: &TestEnv) {
+    let crd = object(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": "widgets.example.com" },
+        "spec": {
+            "group": "example.com",
+            "names": { "kind": "Widget", "plural": "widgets", "singular": "widget" },
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": { "type": "object", "properties": { "replicas": { "type": "integer" } } },
+                        "status": { "type": "object", "properties": { "replicas": { "type": "integer" } } },
+                    },
+                }},
+                "subresources": {
+                    "status": {},
+                    "scale": { "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas" },
+                },
+            }],
+        },
+    }));
+    apply(&env.client, &crd, None)
+        .await
+        .expect("apply the Widget CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    wait_for(
+        &crds,
+        "widgets.example.com",
+        "Established",
+        conditions::is_crd_established(),
+    )
+    .await;
 }
