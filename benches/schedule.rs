@@ -12,7 +12,11 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
 use jiff::Timestamp;
-use tidal_scheduler::schedule::{Cron, Rule, Tide};
+use std::sync::Arc;
+
+use jiff::ToSpan;
+use jiff::civil::date;
+use tidal_scheduler::schedule::{Calendar, Cron, Day, Days, Rule, Tide, Zone};
 
 /// Start instant of every measurement.
 const START: &str = "2026-11-29T12:00:00Z";
@@ -74,6 +78,7 @@ fn hundred_rules() -> Tide {
                 .expect("generated rules are valid"),
                 replicas: i as i32,
                 suspended: false,
+                days: Default::default(),
             })
             .collect(),
     )
@@ -113,7 +118,61 @@ fn bench_tide(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_next, bench_parse, bench_tide);
+/// A weekday rule skipping a full calendar (1,000 dates: every third day from 2026 on),
+/// and a daily rule limited to three yearly days: the worst cases of jumping over days.
+fn bench_calendars(c: &mut Criterion) {
+    let zone = |name| Zone::named(name).expect("bench zones exist");
+    let crowded = Calendar::new(
+        "1,000 dates",
+        zone("Europe/London"),
+        (0..1000)
+            .map(|i| Day::Date(date(2026, 1, 1).checked_add((3 * i).days()).unwrap()))
+            .collect(),
+    );
+    let sparse = Calendar::new(
+        "3 yearly days",
+        zone("Asia/Shanghai"),
+        vec![
+            Day::Yearly { month: 6, day: 18 },
+            Day::Yearly { month: 11, day: 11 },
+            Day::Yearly { month: 12, day: 12 },
+        ],
+    );
+    let rule = |cron: &str, days: Days| Rule {
+        name: "r".into(),
+        cron: parsed(cron),
+        replicas: 1,
+        suspended: false,
+        days,
+    };
+    let skipping = rule(
+        "CRON_TZ=Europe/London 0 0 9 * * MON-FRI",
+        Days::new(vec![Arc::new(crowded)], Vec::new()),
+    );
+    let only = rule(
+        "CRON_TZ=Asia/Shanghai 0 0 20 * * *",
+        Days::new(Vec::new(), vec![Arc::new(sparse)]),
+    );
+    let at = start();
+    c.bench_function("next_after, skipDays of 1,000 dates", |b| {
+        b.iter(|| black_box(&skipping).next_after(black_box(at)))
+    });
+    c.bench_function("next_after, onlyDays of 3 yearly days", |b| {
+        b.iter(|| black_box(&only).next_after(black_box(at)))
+    });
+    c.bench_function("latest_at_or_before, onlyDays of 3 yearly days", |b| {
+        let floor = at - jiff::SignedDuration::from_hours(24 * 366);
+        b.iter(|| black_box(&only).latest_at_or_before(black_box(at), floor))
+    });
+}
+
+criterion_group!(
+    benches,
+    bench_next,
+    bench_parse,
+    bench_tide,
+    bench_calendars
+);
 
 /// ns per `next_after(START)`, timed the way the Go reference times `Next`: the results'
 /// Unix seconds are summed, so each call is used and none is optimised away.

@@ -34,7 +34,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tidal_scheduler::api::{TidalScheduler, TidalSchedulerStatus};
+use tidal_scheduler::api::{NoCalendars, TidalScheduler, TidalSchedulerStatus};
 use tidal_scheduler::controller::plan::{self, Outcome};
 
 use common::cluster::{TestEnv, control_plane};
@@ -430,7 +430,7 @@ fn next_status(
     at: Timestamp,
     armed: Option<Timestamp>,
 ) -> TidalSchedulerStatus {
-    let (_, plan) = plan::plan_object(object, old, armed, at).expect("valid object");
+    let (_, plan) = plan::plan_object(object, &NoCalendars, old, armed, at).expect("valid object");
     let outcome = Outcome {
         generation: object.metadata.generation,
         history_limit: object.spec.history_limit,

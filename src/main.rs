@@ -1,10 +1,10 @@
-//! The `tidal-scheduler` binary: parses the command line and dispatches.
+//! The `tidal-scheduler` binary: parses the command line and dispatches. Installed (or
+//! linked) as `kubectl-tidal` on PATH, it is the kubectl plugin `kubectl tidal`.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use tidal_scheduler::cli::{self, Cli};
+use tidal_scheduler::cli;
 
 fn main() -> ExitCode {
-    cli::run(Cli::parse())
+    cli::run(cli::parse_args(std::env::args_os()))
 }

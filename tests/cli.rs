@@ -389,3 +389,298 @@ fn runtime_failures_exit_1_and_invalid_input_exits_2_naming_what_failed() {
         stderr(&bad_duration)
     );
 }
+
+/// The README's picture: `deploy/examples/plan.svg`, and the command that draws it.
+const PLAN_SVG: &str = "deploy/examples/plan.svg";
+const PLAN_SVG_ARGS: [&str; 11] = [
+    "plan",
+    "-f",
+    "deploy/examples/office-hours-skip-holidays.yaml",
+    "-f",
+    "deploy/examples/promotion-days-only.yaml",
+    "--from",
+    "2026-12-21T00:00:00Z",
+    "--days",
+    "10",
+    "-o",
+    "svg",
+];
+
+#[test]
+fn calendar_import_turns_govuk_bank_holidays_into_a_manifest_plan_reads() {
+    let out = binary(&[
+        "calendar",
+        "import",
+        "deploy/examples/calendars/england-and-wales.ics",
+        "--name",
+        "uk-bank-holidays",
+        "--namespace",
+        "support",
+        "--time-zone",
+        "Europe/London",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let manifest = stdout(&out);
+    assert!(
+        manifest.starts_with("apiVersion: scheduling.tidal.io/v1alpha1\nkind: TidalCalendar\n")
+    );
+    assert_eq!(manifest.matches("- date: ").count(), 65, "{manifest}");
+    // The imported calendar, and an object skipping its days, planned together: Good
+    // Friday 2019 (19 April) is skipped.
+    let object = r#"
+---
+apiVersion: scheduling.tidal.io/v1alpha1
+kind: TidalScheduler
+metadata: {name: desk, namespace: support}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: desk}
+  triggers:
+    times:
+      rules:
+      - name: office
+        cron: "CRON_TZ=Europe/London 0 0 9 * * MON-FRI"
+        replicas: 12
+        skipDays: [{name: uk-bank-holidays}]
+      - name: evening
+        cron: "CRON_TZ=Europe/London 0 0 18 * * MON-FRI"
+        replicas: 3
+"#;
+    let out = binary_with_stdin(
+        &[
+            "plan",
+            "-f",
+            "-",
+            "--from",
+            "2019-04-15T00:00:00Z",
+            "--days",
+            "8",
+        ],
+        &format!("{manifest}{object}"),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let skipped: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("TidalCalendar support/uk-bank-holidays"))
+        .collect();
+    // Good Friday 19 April and Easter Monday 22 April 2019 (09:00 BST = 08:00 UTC).
+    assert_eq!(skipped.len(), 2, "{text}");
+    assert!(skipped[0].contains("2019-04-19T08:00:00Z"), "{text}");
+    assert!(skipped[1].contains("2019-04-22T08:00:00Z"), "{text}");
+    assert!(
+        !text.contains("2019-04-19T08:00:00Z   Fri"),
+        "no trigger that day: {text}"
+    );
+}
+
+#[test]
+fn calendar_import_refuses_bad_input_naming_the_line_and_writes_nothing() {
+    let ics = "BEGIN:VCALENDAR\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:20261225\nEND:VEVENT\nBEGIN:VEVENT\nDTSTART:20261226T100000Z\nEND:VEVENT\nEND:VCALENDAR\n";
+    let out = binary_with_stdin(
+        &[
+            "calendar",
+            "import",
+            "-",
+            "--name",
+            "x",
+            "--time-zone",
+            "UTC",
+        ],
+        ics,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty(), "nothing written: {}", stdout(&out));
+    assert!(
+        stderr(&out).contains("line 6: DTSTART 20261226T100000Z is not an all-day date"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn plan_names_a_calendar_missing_from_the_files() {
+    let manifest = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy/examples/office-hours-skip-holidays.yaml"),
+    )
+    .unwrap();
+    let object_only = manifest.split("\n---\n").nth(1).expect("the object");
+    let out = binary_with_stdin(&["plan", "-f", "-"], object_only);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "spec.triggers.times.rules[0].skipDays[0] (office-hours): \
+             ClusterTidalCalendar uk-bank-holidays not found"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn plan_prints_json_with_the_skipped_instants() {
+    let out = binary(&[
+        "plan",
+        "-f",
+        "deploy/examples/office-hours-skip-holidays.yaml",
+        "--from",
+        "2026-12-21T00:00:00Z",
+        "--days",
+        "10",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let object = &report["objects"][0];
+    assert_eq!(object["object"], "support/support-desk-tide");
+    let skipped: Vec<&str> = object["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["time"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["2026-12-25T09:00:00Z", "2026-12-28T09:00:00Z"]);
+    assert_eq!(object["skipped"][0]["by"], "skipDays");
+    assert_eq!(object["skipped"][0]["dayStart"], "2026-12-25T00:00:00Z");
+    // Ten weekdays minus two bank holidays open the desk.
+    let opened = object["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["rule"] == "office-hours")
+        .count();
+    assert_eq!(opened, 6);
+    assert_eq!(report["invalid"], serde_json::json!([]));
+}
+
+#[test]
+fn plan_draws_an_svg_step_chart_with_triggers_conflicts_and_skipped_days() {
+    let out = binary(&PLAN_SVG_ARGS);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = stdout(&out);
+    let document = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    let root = document.root_element();
+    assert_eq!(root.tag_name().name(), "svg");
+    assert_eq!(
+        root.tag_name().namespace(),
+        Some("http://www.w3.org/2000/svg")
+    );
+    let panels: Vec<_> = root
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("panel"))
+        .collect();
+    let objects: Vec<_> = panels
+        .iter()
+        .map(|p| p.attribute("data-object").unwrap())
+        .collect();
+    assert_eq!(
+        objects,
+        [
+            "support/support-desk-tide",
+            "production/storefront-promotions"
+        ]
+    );
+    let of = |panel: &roxmltree::Node, class: &str| -> Vec<(String, String)> {
+        panel
+            .descendants()
+            .filter(|n| n.attribute("class") == Some(class))
+            .map(|n| {
+                (
+                    n.attribute("data-rule").unwrap_or_default().to_owned(),
+                    n.attribute("data-time")
+                        .or(n.attribute("data-day-start"))
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect()
+    };
+    // The desk: a dot per level change, the two bank holidays hatched, one level line.
+    let desk = &panels[0];
+    assert_eq!(of(desk, "trigger").len(), 12);
+    assert_eq!(
+        of(desk, "skipped-day")
+            .iter()
+            .map(|(_, day)| day.as_str())
+            .collect::<Vec<_>>(),
+        ["2026-12-25T00:00:00Z", "2026-12-28T00:00:00Z"]
+    );
+    assert_eq!(
+        of(desk, "skipped"),
+        [
+            ("office-hours".to_owned(), "2026-12-25T09:00:00Z".to_owned()),
+            ("office-hours".to_owned(), "2026-12-28T09:00:00Z".to_owned()),
+        ]
+    );
+    let level = desk
+        .descendants()
+        .find(|n| n.attribute("class") == Some("level"))
+        .expect("a level line");
+    let path = level.attribute("d").unwrap();
+    assert!(
+        path.starts_with('M') && path.matches('V').count() == 12,
+        "{path}"
+    );
+    // The promotions: a conflict on Friday 25 December at 20:00 Shanghai, won by 200.
+    let promotions = &panels[1];
+    assert_eq!(
+        of(promotions, "conflict"),
+        [(
+            "promotion-evening".to_owned(),
+            "2026-12-25T12:00:00Z".to_owned()
+        )]
+    );
+    assert!(
+        of(promotions, "skipped-day").is_empty(),
+        "onlyDays hatch nothing"
+    );
+    // Points lie inside the picture.
+    let width: f64 = root.attribute("width").unwrap().parse().unwrap();
+    for node in root.descendants().filter(|n| n.has_tag_name("circle")) {
+        let cx: f64 = node.attribute("cx").unwrap().parse().unwrap();
+        assert!((0.0..=width).contains(&cx));
+    }
+}
+
+#[test]
+fn the_readme_picture_is_what_plan_draws() {
+    let out = binary(&PLAN_SVG_ARGS);
+    let committed =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(PLAN_SVG)).unwrap();
+    assert!(
+        stdout(&out) == committed,
+        "{PLAN_SVG} is stale: regenerate it with `cargo run -- {} > {PLAN_SVG}`",
+        PLAN_SVG_ARGS.join(" ")
+    );
+}
+
+#[test]
+fn as_kubectl_tidal_the_binary_is_a_kubectl_plugin() {
+    let dir = std::env::temp_dir().join(format!("kubectl-plugin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plugin = dir.join("kubectl-tidal");
+    let _ = std::fs::remove_file(&plugin);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_tidal-scheduler"), &plugin).unwrap();
+    let out = Command::new(&plugin)
+        .args(["plan", "--help"])
+        .output()
+        .expect("the plugin runs");
+    assert!(out.status.success());
+    assert!(
+        stdout(&out).contains("Usage: kubectl tidal plan"),
+        "{}",
+        stdout(&out)
+    );
+    let bad = Command::new(&plugin)
+        .args(["plan", "--nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("kubectl tidal plan"),
+        "{}",
+        stderr(&bad)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

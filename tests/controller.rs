@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-use tidal_scheduler::api::{TidalScheduler, TriggerResult, validate};
+use tidal_scheduler::api::{NoCalendars, TidalScheduler, TriggerResult, validate};
 
 use common::cluster::TestEnv;
 use common::fixtures::{deployment, hpa, install_widget_crd, object, stateful_set};
@@ -123,7 +123,9 @@ async fn status_is_complete_right_after_create() {
     let status = status(&object);
 
     let created_at = created.metadata.creation_timestamp.clone().unwrap().0;
-    let tide = validate(&created, created_at).expect("valid").tide;
+    let tide = validate(&created, &NoCalendars, created_at)
+        .expect("valid")
+        .tide;
     let level = tide.level_at(Timestamp::now()).expect("a level");
     let next = tide.next_after(Timestamp::now()).expect("a next trigger");
     assert_eq!(status.desired_replicas, Some(level.replicas));
@@ -594,31 +596,22 @@ async fn a_restart_applies_the_latest_missed_trigger_once() {
         manifest("web", "apps/v1", "Deployment", "web", "Status", &rules),
     )
     .await;
-    let tide = validate(&created, Timestamp::now()).expect("valid").tide;
+    let tide = validate(&created, &NoCalendars, Timestamp::now())
+        .expect("valid")
+        .tide;
 
-    let mut controller = start_controller(&env, "controller-1");
-    let first = wait_status(&env, "web", "an on-time trigger", |s| {
-        s.history.iter().any(|h| !h.catch_up)
-    })
-    .await;
-    controller.signal("KILL");
-    controller.wait(Duration::from_secs(10));
-    let watermark = status(&first).last_trigger_time.as_ref().unwrap().0;
-    // Let at least two fire instants pass with nobody acting.
-    let missed = tide.triggers_between(Timestamp::now(), Timestamp::MAX, 2);
-    sleep_past(missed[1].schedule_time).await;
-    let stopped = env.api::<TidalScheduler>().get("web").await.expect("get");
-
-    let _controller = start_controller(&env, "controller-2");
-    let caught_up = wait_status(&env, "web", "a catch-up", |s| {
-        s.last_trigger_time
-            .as_ref()
-            .is_some_and(|t| t.0 > missed[0].schedule_time)
-    })
-    .await;
+    let controller = start_controller(&env, "controller-1");
+    let Restarted {
+        on_time,
+        stopped,
+        controller: _controller,
+        caught_up,
+        ..
+    } = restart_after_missed_instants(&env, controller, "web", &tide).await;
     let status_now = status(&caught_up);
     let applied = &status_now.history[0];
     assert!(applied.catch_up);
+    let watermark = status(&on_time).last_trigger_time.as_ref().unwrap().0;
     let last_recorded = status(&stopped).last_trigger_time.as_ref().unwrap().0;
     assert!(last_recorded >= watermark);
     let expected = tide.superseded_between(last_recorded, applied.schedule_time.0);
@@ -934,7 +927,7 @@ async fn sigterm_stops_a_controller_that_cannot_reach_the_api_server() {
     );
     // Wait until it has tried (and failed) to watch, then ask it to stop.
     let deadline = std::time::Instant::now() + PATIENCE;
-    while !controller.log().contains("watching TidalSchedulers failed") {
+    while !controller.log().contains("watching TidalSchedulers or calendars failed") {
         assert!(
             std::time::Instant::now() < deadline,
             "no watch failure logged:\n{}",

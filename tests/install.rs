@@ -188,12 +188,11 @@ fn the_charts_schema_refuses_bad_values_by_name() {
 
 #[test]
 fn the_charts_crd_is_deploy_crd_yaml() {
-    let chart_crd =
-        std::fs::read_to_string(chart().join("crds/tidalschedulers.yaml")).expect("read");
+    let chart_crd = std::fs::read_to_string(chart().join("crds/crds.yaml")).expect("read");
     let crd = std::fs::read_to_string(Path::new(REPO).join("deploy/crd.yaml")).expect("read");
     assert!(
         chart_crd == crd,
-        "deploy/helm/tidal-scheduler/crds/tidalschedulers.yaml is stale: copy deploy/crd.yaml"
+        "deploy/helm/tidal-scheduler/crds/crds.yaml is stale: copy deploy/crd.yaml"
     );
 }
 
@@ -314,7 +313,21 @@ fn the_chart_maps_more_kinds_for_the_admission_policy_or_leaves_it_out() {
 #[test]
 fn watched_namespaces_get_roles_instead_of_a_cluster_role() {
     let helm = helm_template(&["watchNamespaces={team-a,team-b}"]).expect("helm template");
-    assert!(helm.iter().all(|o| o["kind"] != "ClusterRole"));
+    // One ClusterRole only: reading ClusterTidalCalendars, which a Role cannot grant.
+    let cluster_roles: Vec<_> = helm.iter().filter(|o| o["kind"] == "ClusterRole").collect();
+    assert_eq!(cluster_roles.len(), 1, "{cluster_roles:?}");
+    assert_eq!(
+        cluster_roles[0]["metadata"]["name"],
+        "tidal-scheduler-cluster-calendars"
+    );
+    assert_eq!(
+        cluster_roles[0]["rules"],
+        serde_json::json!([{
+            "apiGroups": ["scheduling.tidal.io"],
+            "resources": ["clustertidalcalendars"],
+            "verbs": ["get", "list", "watch"],
+        }])
+    );
     let kustomized = kustomize();
     let cluster_rules = &find(&kustomized, "ClusterRole", "tidal-scheduler")["rules"];
     for namespace in ["team-a", "team-b"] {

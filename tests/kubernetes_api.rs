@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::core::WatchEvent;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tidal_scheduler::api::TidalScheduler;
+use tidal_scheduler::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
 
 /// The identity `deploy/rbac.yaml` gives the controller.
 const CONTROLLER_USER: &str = "system:serviceaccount:tidal-system:tidal-scheduler";
@@ -79,13 +79,28 @@ async fn every_example_manifest_is_accepted() {
     let mut accepted = Vec::new();
     for entry in std::fs::read_dir(&examples).expect("deploy/examples") {
         let path = entry.expect("directory entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
         for mut manifest in read_manifests(&path) {
-            // Into the test's namespace, whatever the example says.
-            manifest.metadata.namespace = Some(env.namespace.clone());
+            let kind = manifest
+                .types
+                .as_ref()
+                .map(|t| t.kind.clone())
+                .unwrap_or_default();
+            if kind == "ClusterTidalCalendar" {
+                // Cluster-scoped: named after the test's namespace.
+                manifest.metadata.name = Some(format!("{}-{}", env.namespace, manifest.name_any()));
+            } else {
+                // Into the test's namespace, whatever the example says.
+                manifest.metadata.namespace = Some(env.namespace.clone());
+            }
             apply(&env.client, &manifest, None)
                 .await
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            accepted.push(manifest.name_any());
+            if kind == "TidalScheduler" {
+                accepted.push(manifest.name_any());
+            }
         }
     }
     assert!(accepted.len() >= 5, "only {accepted:?} accepted");
@@ -517,6 +532,32 @@ async fn rbac_grants_the_controller_what_it_needs_and_nothing_more() {
         .replace(LEASE_NAME, &PostParams::default(), &held)
         .await
         .expect("renew (update) Lease");
+
+    // Calendars: read in the namespace and cluster-wide, never written.
+    let calendars: Api<TidalCalendar> = Api::namespaced(controller.clone(), ns);
+    calendars
+        .list(&ListParams::default())
+        .await
+        .expect("list TidalCalendars");
+    Api::<TidalCalendar>::all(controller.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list TidalCalendars cluster-wide");
+    Api::<ClusterTidalCalendar>::all(controller.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list ClusterTidalCalendars");
+    let calendar: TidalCalendar = serde_json::from_value(json!({
+        "apiVersion": "scheduling.tidal.io/v1alpha1",
+        "kind": "TidalCalendar",
+        "metadata": { "name": "holidays" },
+        "spec": { "timeZone": "UTC", "days": [] },
+    }))
+    .unwrap();
+    assert_forbidden(
+        "create a TidalCalendar",
+        calendars.create(&PostParams::default(), &calendar).await,
+    );
 
     // --- forbidden -----------------------------------------------------------------
     assert_forbidden(

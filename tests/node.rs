@@ -31,7 +31,7 @@ use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::table as chaos_table;
 use tidal_chaos::run::{Limits, Target, run_mixed};
 use tidal_chaos::scenario::{Mode, Scenario};
-use tidal_scheduler::api::{TidalScheduler, validate};
+use tidal_scheduler::api::{NoCalendars, TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
 /// Where `kubectl apply -k deploy/` installs the controller.
@@ -157,7 +157,9 @@ async fn web(
 /// mode, once two triggers are applied; returns its tide.
 async fn firing_every_two_seconds(env: &TestEnv, node: &Node) -> Tide {
     let object = web(env, node, "Status", &[EVERY_2S]).await;
-    let tide = validate(&object, Timestamp::now()).expect("valid").tide;
+    let tide = validate(&object, &NoCalendars, Timestamp::now())
+        .expect("valid")
+        .tide;
     wait_status(env, "web", "two triggers", |s| s.history.len() >= 2).await;
     tide
 }

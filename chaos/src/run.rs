@@ -14,7 +14,7 @@ use kube::api::{ListParams, PostParams};
 use tidal_harness::fixtures::{deployment, deployment_of_pods};
 use tidal_harness::measure::random_below;
 use tidal_harness::tide::manifest;
-use tidal_scheduler::api::{TidalScheduler, validate};
+use tidal_scheduler::api::{NoCalendars, TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
 use crate::check::{Observations, check, holdings};
@@ -287,7 +287,7 @@ async fn create_workload(
                     .create(&PostParams::default(), &object)
                     .await
                     .map_err(|e| format!("create TidalScheduler {name}: {e}"))?;
-                let tide = validate(&created, Timestamp::now())
+                let tide = validate(&created, &NoCalendars, Timestamp::now())
                     .map_err(|e| format!("{name}: {e:?}"))?
                     .tide;
                 Ok((name, tide))

@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
-use tidal_scheduler::api::validate;
+use tidal_scheduler::api::{NoCalendars, validate};
 use tidal_scheduler::schedule::Tide;
 
 use super::cluster::TestEnv;
@@ -202,5 +202,7 @@ pub async fn create_web(env: &TestEnv, rules: &[(&str, &str, i32)], history_limi
     let mut manifest = manifest("web", "apps/v1", "Deployment", "web", "Status", rules);
     manifest["spec"]["historyLimit"] = history_limit.into();
     let created = create(env, manifest).await;
-    validate(&created, Timestamp::now()).expect("valid").tide
+    validate(&created, &NoCalendars, Timestamp::now())
+        .expect("valid")
+        .tide
 }

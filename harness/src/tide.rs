@@ -13,7 +13,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tidal_scheduler::api::{HistoryEntry, TidalScheduler, TidalSchedulerStatus};
-use tidal_scheduler::schedule::Tide;
+use tidal_scheduler::schedule::{Tide, Trigger};
 
 use super::cluster::TestEnv;
 use super::fixtures::object;
@@ -271,6 +271,56 @@ pub async fn sleep_past(at: Timestamp) {
     let wait = at.duration_since(Timestamp::now());
     if wait > SignedDuration::ZERO {
         tokio::time::sleep(wait.unsigned_abs() + Duration::from_millis(50)).await;
+    }
+}
+
+/// What [`restart_after_missed_instants`] leaves: the object as it stood while nobody
+/// acted, the restarted controller, the object once it caught up, and the instants missed.
+pub struct Restarted {
+    /// The object once it had an on-time trigger, before the kill.
+    pub on_time: TidalScheduler,
+    /// The object after the kill, before the restart.
+    pub stopped: TidalScheduler,
+    /// The controller started after the missed instants (`controller-2`).
+    pub controller: Process,
+    /// The object once its watermark passed the first missed instant.
+    pub caught_up: TidalScheduler,
+    /// The first two triggers that came due with nobody acting.
+    pub missed: Vec<Trigger>,
+}
+
+/// Restart catch-up: waits for an on-time trigger of the object `name` (whose rules are
+/// `tide`) under `controller`, SIGKILLs it, lets two triggers pass with nobody acting,
+/// starts `controller-2` and waits until it has caught up.
+pub async fn restart_after_missed_instants(
+    env: &TestEnv,
+    mut controller: Process,
+    name: &str,
+    tide: &Tide,
+) -> Restarted {
+    let on_time = wait_status(env, name, "an on-time trigger", |s| {
+        s.history.iter().any(|h| !h.catch_up)
+    })
+    .await;
+    controller.signal("KILL");
+    controller.wait(Duration::from_secs(10));
+    let missed = tide.triggers_between(Timestamp::now(), Timestamp::MAX, 2);
+    sleep_past(missed[1].schedule_time).await;
+    let stopped = env.api::<TidalScheduler>().get(name).await.expect("get");
+    let controller = start_controller(env, "controller-2");
+    let first_missed = missed[0].schedule_time;
+    let caught_up = wait_status(env, name, "a catch-up", move |s| {
+        s.last_trigger_time
+            .as_ref()
+            .is_some_and(|t| t.0 > first_missed)
+    })
+    .await;
+    Restarted {
+        on_time,
+        stopped,
+        controller,
+        caught_up,
+        missed,
     }
 }
 

@@ -2,10 +2,15 @@
 //! Field docs become the CRD's descriptions; admission-time checks live in the schema
 //! (OpenAPI + CEL) so `kubectl apply` rejects bad objects with a message naming the field.
 
+mod calendar;
 mod spec;
 mod status;
 mod validate;
 
+pub use calendar::{
+    CalendarDay, CalendarKind, CalendarProblem, CalendarRef, Calendars, ClusterTidalCalendar,
+    ClusterTidalCalendarSpec, MAX_CALENDAR_DAYS, NoCalendars, TidalCalendar, TidalCalendarSpec,
+};
 pub use spec::{
     ApplyMode, DEFAULT_HISTORY_LIMIT, Rule, TargetRef, TidalScheduler, TidalSchedulerSpec,
     TimeTriggers, Triggers,
@@ -17,9 +22,17 @@ pub use validate::{SpecProblem, ValidSpec, validate};
 
 use kube::CustomResourceExt;
 
-/// Renders the CustomResourceDefinition as YAML (what `tidal-scheduler crd` prints).
+/// Renders the CustomResourceDefinitions (TidalScheduler, TidalCalendar,
+/// ClusterTidalCalendar) as one YAML stream (what `tidal-scheduler crd` prints).
 pub fn crd_yaml() -> String {
-    let crd = TidalScheduler::crd();
+    [
+        TidalScheduler::crd(),
+        TidalCalendar::crd(),
+        ClusterTidalCalendar::crd(),
+    ]
+    .iter()
     // Serializing a CRD (plain data, string keys) into YAML cannot fail.
-    serde_saphyr::to_string(&crd).expect("a CRD serializes to YAML")
+    .map(|crd| serde_saphyr::to_string(crd).expect("a CRD serializes to YAML"))
+    .map(|yaml| format!("---\n{yaml}"))
+    .collect()
 }

@@ -4,6 +4,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::calendar::CalendarRef;
 use super::status::TidalSchedulerStatus;
 
 /// Entries kept in `status.history` when `historyLimit` is not set.
@@ -156,4 +157,15 @@ pub struct Rule {
     /// Stops this rule from firing while true.
     #[serde(default, skip_serializing_if = "is_false")]
     pub suspend: bool,
+
+    /// Calendars on whose days (each read in its calendar's time zone) this rule does not
+    /// fire. A skipped instant is no instant: it sets no level and is never caught up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub skip_days: Vec<CalendarRef>,
+
+    /// Calendars on whose days alone this rule fires (any of them); `skipDays` still wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub only_days: Vec<CalendarRef>,
 }

@@ -3,10 +3,14 @@
 //! safe if an older CRD is installed) plus what the schema cannot check: cron grammar, time
 //! zones, never-firing rules, cross-namespace targets.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use jiff::Timestamp;
 
-use super::spec::{ApplyMode, TidalScheduler};
-use crate::schedule::{Cron, CronError, Rule, Tide};
+use super::calendar::{CalendarProblem, CalendarRef, Calendars};
+use super::spec::{self, ApplyMode, TidalScheduler};
+use crate::schedule::{Calendar, Cron, CronError, Days, Rule, Tide};
 
 /// Labels that link the object to the decision framework (oFEP-0030).
 pub const FRAMEWORK_LABELS: [&str; 2] = ["elasticscaler.io/name", "elasticscaler.io/namespace"];
@@ -92,12 +96,51 @@ pub enum SpecProblem {
         /// The value.
         value: i32,
     },
+    /// A rule refers to a calendar that does not exist.
+    #[error("spec.triggers.times.rules[{index}].{field} ({rule}): {calendar} not found")]
+    MissingCalendar {
+        /// Position of the rule.
+        index: usize,
+        /// Name of the rule.
+        rule: String,
+        /// `skipDays[i]` or `onlyDays[i]`.
+        field: String,
+        /// The calendar, e.g. `TidalCalendar shop/uk-holidays`.
+        calendar: String,
+    },
+    /// A rule refers to a calendar whose spec is invalid.
+    #[error(
+        "spec.triggers.times.rules[{index}].{field} ({rule}): {calendar} is invalid: {}",
+        join(problems)
+    )]
+    InvalidCalendar {
+        /// Position of the rule.
+        index: usize,
+        /// Name of the rule.
+        rule: String,
+        /// `skipDays[i]` or `onlyDays[i]`.
+        field: String,
+        /// The calendar.
+        calendar: String,
+        /// What is wrong with it.
+        problems: Vec<CalendarProblem>,
+    },
 }
 
-/// Validates `object` as the controller does. `@every` rules are anchored at the object's
-/// creation, or at `anchor_if_new` for an object not created yet (e.g. in `plan`).
+fn join(problems: &[CalendarProblem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Validates `object` as the controller does, its calendar references looked up in
+/// `calendars`. `@every` rules are anchored at the object's creation, or at
+/// `anchor_if_new` for an object not created yet (e.g. in `plan`).
 pub fn validate(
     object: &TidalScheduler,
+    calendars: &dyn Calendars,
     anchor_if_new: Timestamp,
 ) -> Result<ValidSpec, Vec<SpecProblem>> {
     let spec = &object.spec;
@@ -136,6 +179,11 @@ pub fn validate(
         .map_or(anchor_if_new, |t| t.0)
         .as_second();
     let mut parsed = Vec::with_capacity(rules.len());
+    let mut resolver = Resolver {
+        calendars,
+        namespace: object.metadata.namespace.as_deref().unwrap_or("default"),
+        seen: HashMap::new(),
+    };
     for (index, rule) in rules.iter().enumerate() {
         if !is_dns1123_label(&rule.name) {
             problems.push(SpecProblem::InvalidRuleName {
@@ -157,12 +205,14 @@ pub fn validate(
                 replicas: rule.replicas,
             });
         }
+        let days = resolver.days(index, rule, &mut problems);
         match Cron::parse(&rule.cron, rule.time_zone.as_deref()) {
             Ok(cron) => parsed.push(Rule {
                 name: rule.name.clone(),
                 cron: cron.anchored_at(anchor),
                 replicas: rule.replicas,
                 suspended: rule.suspend,
+                days,
             }),
             Err(error) => problems.push(SpecProblem::Cron {
                 index,
@@ -178,6 +228,62 @@ pub fn validate(
         tide: Tide::new(parsed),
         warnings: warnings(object),
     })
+}
+
+/// Looks calendars up once per object, however many rules share them.
+struct Resolver<'a> {
+    calendars: &'a dyn Calendars,
+    namespace: &'a str,
+    seen: HashMap<CalendarRef, Result<Arc<Calendar>, Option<Vec<CalendarProblem>>>>,
+}
+
+impl Resolver<'_> {
+    /// The days `rule` may fire on; missing or invalid calendars are added to `problems`.
+    fn days(&mut self, index: usize, rule: &spec::Rule, problems: &mut Vec<SpecProblem>) -> Days {
+        let mut lists = [Vec::new(), Vec::new()];
+        for (list, (field, references)) in lists
+            .iter_mut()
+            .zip([("skipDays", &rule.skip_days), ("onlyDays", &rule.only_days)])
+        {
+            for (position, reference) in references.iter().enumerate() {
+                let field = format!("{field}[{position}]");
+                match self.calendar(reference) {
+                    Ok(calendar) => list.push(calendar),
+                    Err(None) => problems.push(SpecProblem::MissingCalendar {
+                        index,
+                        rule: rule.name.clone(),
+                        field,
+                        calendar: reference.describe(self.namespace),
+                    }),
+                    Err(Some(found)) => problems.push(SpecProblem::InvalidCalendar {
+                        index,
+                        rule: rule.name.clone(),
+                        field,
+                        calendar: reference.describe(self.namespace),
+                        problems: found,
+                    }),
+                }
+            }
+        }
+        let [skip, only] = lists;
+        Days::new(skip, only)
+    }
+
+    fn calendar(
+        &mut self,
+        reference: &CalendarRef,
+    ) -> Result<Arc<Calendar>, Option<Vec<CalendarProblem>>> {
+        let (calendars, namespace) = (self.calendars, self.namespace);
+        self.seen
+            .entry(reference.clone())
+            .or_insert_with(|| {
+                let spec = calendars.find(reference, namespace).ok_or(None)?;
+                spec.to_calendar(&reference.describe(namespace))
+                    .map(Arc::new)
+                    .map_err(Some)
+            })
+            .clone()
+    }
 }
 
 fn warnings(object: &TidalScheduler) -> Vec<String> {

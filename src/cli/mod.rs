@@ -1,17 +1,25 @@
 //! Subcommands of the `tidal-scheduler` binary.
 
+mod calendar;
 mod chart;
 mod demo;
 mod error;
+mod live;
+mod manifests;
 mod next;
 mod plan;
 mod process;
 mod run;
 pub mod scripts;
+mod svg;
+mod timeline;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::Path;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use jiff::Timestamp;
 
 pub use error::{CliError, EXIT_FAILURE, EXIT_INVALID_INPUT};
@@ -28,16 +36,42 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print the TidalScheduler CustomResourceDefinition (YAML).
+    /// Print the CustomResourceDefinitions (TidalScheduler, TidalCalendar,
+    /// ClusterTidalCalendar) as YAML.
     Crd,
     /// Print the next fire instants of a cron expression, in UTC.
     Next(next::NextArgs),
-    /// Validate TidalScheduler manifests and show their tide over a window.
+    /// Validate TidalScheduler manifests (or a live cluster's objects) and show their tide
+    /// over a window, as text, JSON or an SVG chart.
     Plan(plan::PlanArgs),
+    /// Work with holiday calendars (TidalCalendar, ClusterTidalCalendar).
+    #[command(subcommand)]
+    Calendar(calendar::CalendarCommand),
     /// Run the controller (uses KUBECONFIG or the in-cluster configuration).
     Run(run::RunArgs),
     /// Start a local control plane, run the controller on a sample, show triggers live.
     Demo(demo::DemoArgs),
+}
+
+/// The file name that makes the binary a kubectl plugin (`kubectl tidal ...`).
+pub const KUBECTL_PLUGIN: &str = "kubectl-tidal";
+
+/// Parses `args` (the first is the program); as `kubectl-tidal`, help and usage say
+/// `kubectl tidal`. Exits on `--help`, `--version` and usage errors, as clap does.
+pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Cli {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let program = args
+        .first()
+        .and_then(|arg0| Path::new(arg0).file_name())
+        .and_then(|name| name.to_str());
+    let mut command = Cli::command();
+    if program == Some(KUBECTL_PLUGIN) {
+        command = command
+            .bin_name("kubectl tidal")
+            .display_name("kubectl tidal");
+    }
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
 /// Runs a parsed command line; errors are printed to stderr.
@@ -46,6 +80,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Crd => process::print_stdout(&crate::api::crd_yaml()),
         Command::Next(args) => next::run(&args, Timestamp::now()),
         Command::Plan(args) => plan::run(&args, Timestamp::now()),
+        Command::Calendar(command) => calendar::run(&command),
         Command::Run(args) => run::run(args),
         Command::Demo(args) => demo::run(args),
     };

@@ -1,38 +1,92 @@
-//! `tidal-scheduler plan`: validates TidalScheduler manifests exactly as the controller does
-//! and prints each one's tide over a window — every level change and conflict, then a step
-//! chart — so an operator sees the week before applying it.
+//! `tidal-scheduler plan`: validates TidalScheduler manifests — or the objects of a live
+//! cluster — exactly as the controller does, calendars included, and shows each one's tide
+//! over a window: as text (every level change and conflict, then a step chart), as JSON,
+//! or as an SVG step chart.
 
 use std::fmt::Write;
 
-use clap::Args;
-use jiff::{SignedDuration, Timestamp, tz::TimeZone};
+use clap::{Args, ValueEnum};
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
 
 use super::chart;
 use super::error::CliError;
+use super::live;
+use super::manifests::Manifests;
 use super::process::{parse_instant, print_stdout};
-use crate::api::{TidalScheduler, ValidSpec, validate};
-use crate::schedule::{Tide, Trigger};
+use super::svg;
+use super::timeline::{Step, Timeline};
+use crate::api::validate;
 
 /// Level-change rows printed per object before the rest is summarised.
 const MAX_ROWS: usize = 200;
-/// Triggers walked per object (a rule firing every second makes 604,800 a week).
-const MAX_TRIGGERS: usize = 2_000_000;
 
 /// Arguments of `plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// Manifest files with one or more TidalScheduler documents ('-' reads stdin).
-    #[arg(short = 'f', long = "filename", required = true)]
+    /// Manifest files with TidalSchedulers and the TidalCalendars / ClusterTidalCalendars
+    /// they use ('-' reads stdin).
+    #[arg(short = 'f', long = "filename", required_unless_present = "live")]
     pub files: Vec<String>,
+    /// Plan the objects and calendars of the cluster in the kubeconfig (KUBECONFIG or
+    /// ~/.kube/config, or in-cluster) instead of files.
+    #[arg(long, conflicts_with = "files")]
+    pub live: bool,
+    /// With --live: the namespace (default: the kubeconfig context's).
+    #[arg(
+        short = 'n',
+        long,
+        requires = "live",
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespace: Option<String>,
+    /// With --live: every namespace.
+    #[arg(short = 'A', long, requires = "live")]
+    pub all_namespaces: bool,
+    /// With --live: the kubeconfig context to use (default: the current one).
+    #[arg(long, requires = "live")]
+    pub context: Option<String>,
     /// Window start, RFC 3339 (default: now).
     #[arg(long)]
     pub from: Option<String>,
     /// Window length in days.
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=366))]
     pub days: u32,
-    /// Width of the chart in columns.
+    /// Width of the text chart in columns.
     #[arg(long, default_value_t = 84, value_parser = clap::value_parser!(u32).range(10..=1000))]
     pub width: u32,
+    /// What to print.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+/// Output formats of `plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Level changes, conflicts and a terminal step chart per object.
+    Text,
+    /// The same as a JSON document (`objects`, `invalid`).
+    Json,
+    /// An SVG step chart per object, with triggers, conflicts and skipped days.
+    Svg,
+}
+
+/// An object that failed validation.
+#[derive(Debug, Serialize)]
+struct Invalid {
+    object: String,
+    source: String,
+    problems: Vec<String>,
+}
+
+/// Everything `--output json` prints.
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    from: Timestamp,
+    until: Timestamp,
+    objects: &'a [Timeline],
+    invalid: &'a [Invalid],
 }
 
 /// Validates every object, prints the plan of the valid ones, reports the invalid ones.
@@ -42,151 +96,124 @@ pub fn run(args: &PlanArgs, now: Timestamp) -> Result<(), CliError> {
         None => now,
     };
     let until = from + SignedDuration::from_hours(24 * i64::from(args.days));
-    let mut out = String::new();
-    let mut invalid = 0;
-    let mut planned = 0;
-    for path in &args.files {
-        for object in read_objects(path)? {
-            let id = format!(
-                "{}/{}",
-                object.metadata.namespace.as_deref().unwrap_or("default"),
-                object.metadata.name.as_deref().unwrap_or("<unnamed>")
-            );
-            match validate(&object, from) {
-                Ok(valid) => {
-                    planned += 1;
-                    render_plan(
-                        &mut out,
-                        &id,
-                        &object,
-                        &valid,
-                        from,
-                        until,
-                        args.width as usize,
-                    );
-                }
-                Err(problems) => {
-                    invalid += 1;
-                    for problem in problems {
-                        eprintln!("{path}: TidalScheduler {id}: {problem}");
-                    }
-                }
-            }
+    let manifests = if args.live {
+        live::read(
+            args.context.as_deref(),
+            args.namespace.as_deref(),
+            args.all_namespaces,
+        )?
+    } else {
+        Manifests::read(&args.files)?
+    };
+    let mut timelines = Vec::new();
+    let mut invalid = Vec::new();
+    for (source, object) in &manifests.objects {
+        let id = format!(
+            "{}/{}",
+            object.metadata.namespace.as_deref().unwrap_or("default"),
+            object.metadata.name.as_deref().unwrap_or("<unnamed>")
+        );
+        match validate(object, &manifests.calendars, from) {
+            Ok(valid) => timelines.push(Timeline::of(&id, object, &valid, from, until)),
+            Err(problems) => invalid.push(Invalid {
+                object: id,
+                source: source.clone(),
+                problems: problems.iter().map(ToString::to_string).collect(),
+            }),
         }
     }
-    print_stdout(&out)?;
-    if invalid > 0 {
-        return Err(CliError::InvalidObjects(invalid));
+    for object in &invalid {
+        for problem in &object.problems {
+            eprintln!(
+                "{}: TidalScheduler {}: {problem}",
+                object.source, object.object
+            );
+        }
     }
-    if planned == 0 {
-        return Err(CliError::Argument(
-            "no TidalScheduler found in the given files".into(),
-        ));
+    let out = match args.output {
+        Output::Text => {
+            let mut out = String::new();
+            for timeline in &timelines {
+                render_text(&mut out, timeline, args.width as usize);
+            }
+            out
+        }
+        Output::Json => {
+            let report = Report {
+                from,
+                until,
+                objects: &timelines,
+                invalid: &invalid,
+            };
+            let mut json = serde_json::to_string_pretty(&report)
+                .map_err(|e| CliError::Runtime(format!("failed to serialize the plan: {e}")))?;
+            json.push('\n');
+            json
+        }
+        Output::Svg => svg::render(&timelines),
+    };
+    print_stdout(&out)?;
+    if !invalid.is_empty() {
+        return Err(CliError::InvalidObjects(invalid.len()));
+    }
+    if timelines.is_empty() {
+        return Err(CliError::Argument(if args.live {
+            "no TidalScheduler found in the cluster (namespace or -A as given)".into()
+        } else {
+            "no TidalScheduler found in the given files".into()
+        }));
     }
     Ok(())
 }
 
-/// Reads the TidalScheduler documents of a file; other kinds are skipped with a note.
-fn read_objects(path: &str) -> Result<Vec<TidalScheduler>, CliError> {
-    let text = if path == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|source| CliError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let manifest = |message: String| CliError::Manifest {
-        path: path.to_owned(),
-        message,
-    };
-    let documents: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&text).map_err(|e| manifest(format!("not valid YAML: {e}")))?;
-    let mut objects = Vec::new();
-    for (index, document) in documents.into_iter().enumerate() {
-        if document.is_null() {
-            continue;
-        }
-        let kind = document.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-        let api_version = document
-            .get("apiVersion")
-            .and_then(|k| k.as_str())
-            .unwrap_or("");
-        if kind != "TidalScheduler" || api_version != "scheduling.tidal.io/v1alpha1" {
-            eprintln!(
-                "note: {path}: document {}: skipping {api_version} {kind}",
-                index + 1
-            );
-            continue;
-        }
-        let object = serde_json::from_value(document)
-            .map_err(|e| manifest(format!("document {}: {e}", index + 1)))?;
-        objects.push(object);
-    }
-    Ok(objects)
-}
-
-fn render_plan(
-    out: &mut String,
-    id: &str,
-    object: &TidalScheduler,
-    valid: &ValidSpec,
-    from: Timestamp,
-    until: Timestamp,
-    width: usize,
-) {
-    write_header(out, id, object, valid, from, until);
-    let tide = &valid.tide;
-    let (columns, counts) = write_changes(out, tide, from, until, width);
+fn render_text(out: &mut String, timeline: &Timeline, width: usize) {
+    write_header(out, timeline);
+    write_changes(out, timeline);
+    write_skipped(out, timeline);
     let _ = writeln!(
         out,
         "\n{} triggers, {} level changes, {} conflicts\n",
-        counts.triggers, counts.changes, counts.conflicts
+        timeline.triggers, timeline.level_changes, timeline.conflicts
     );
-    let zone = tide
-        .rules()
-        .first()
-        .map_or(TimeZone::UTC, |r| r.cron.zone().time_zone().clone());
-    let zone_name = tide.rules().first().map_or("UTC", |r| r.cron.zone().name());
-    let _ = writeln!(out, "desiredReplicas ({zone_name} days)");
-    out.push_str(&chart::render(&columns, from, until, &zone));
+    let zone = TimeZone::get(&timeline.zone).unwrap_or(TimeZone::UTC);
+    let _ = writeln!(out, "desiredReplicas ({} days)", timeline.zone);
+    out.push_str(&chart::render(
+        &timeline.columns(width),
+        timeline.from,
+        timeline.until,
+        &zone,
+    ));
     out.push('\n');
 }
 
 /// The object, the window, warnings and the level at the start.
-fn write_header(
-    out: &mut String,
-    id: &str,
-    object: &TidalScheduler,
-    valid: &ValidSpec,
-    from: Timestamp,
-    until: Timestamp,
-) {
-    let target = &object.spec.target_ref;
+fn write_header(out: &mut String, timeline: &Timeline) {
     let _ = writeln!(
         out,
-        "TidalScheduler {id} -> {} {} {} (apply: {:?}{})",
-        target.api_version,
-        target.kind,
-        target.name,
-        object.spec.apply,
-        if object.spec.suspend {
+        "TidalScheduler {} -> {} (apply: {}{})",
+        timeline.object,
+        timeline.target,
+        timeline.apply,
+        if timeline.suspended {
             ", SUSPENDED: no trigger would be applied"
         } else {
             ""
         }
     );
-    let _ = writeln!(out, "window {from} .. {until} (end excluded)");
-    for warning in &valid.warnings {
+    let _ = writeln!(
+        out,
+        "window {} .. {} (end excluded)",
+        timeline.from, timeline.until
+    );
+    for warning in &timeline.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
-    match valid.tide.level_at(from) {
+    match &timeline.start {
         Some(l) => {
             let _ = writeln!(
                 out,
                 "at start: {} replicas from {} (fired {})",
-                l.replicas, l.rule, l.schedule_time
+                l.replicas, l.rule, l.time
             );
         }
         None => {
@@ -198,110 +225,78 @@ fn write_header(
     }
 }
 
-/// What the window held.
-struct Counts {
-    triggers: usize,
-    changes: usize,
-    conflicts: usize,
-}
-
-/// Writes a row per level change (and conflict) in `[from, until)`; returns the level of
-/// each of the chart's `width` columns (the highest within it) and the counts.
-fn write_changes(
-    out: &mut String,
-    tide: &Tide,
-    from: Timestamp,
-    until: Timestamp,
-    width: usize,
-) -> (Vec<Option<i32>>, Counts) {
+/// A row per level change (and conflict) in `[from, until)`.
+fn write_changes(out: &mut String, timeline: &Timeline) {
     let _ = writeln!(
         out,
         "\n  {:<22} {:<38} {:<20} replicas",
         "instant (UTC)", "rule's local time", "rule"
     );
-    let slice = (until.as_second() - from.as_second()) as f64 / width as f64;
-    let column_of = |t: Timestamp| {
-        (((t.as_second() - from.as_second()) as f64 / slice) as usize).min(width - 1)
-    };
-    let mut level = tide.level_at(from);
-    let mut columns: Vec<Option<i32>> = vec![None; width];
-    let mut filled = 0;
-    let mut counts = Counts {
-        triggers: 0,
-        changes: 0,
-        conflicts: 0,
-    };
-    let mut rows = 0usize;
-    // The window is [from, until): the level at `from` is the starting point.
-    let last_instant = until - SignedDuration::from_nanos(1);
-    tide.for_each_trigger(from, last_instant, |trigger| {
-        counts.triggers += 1;
-        let column = column_of(trigger.schedule_time);
-        let current = level.as_ref().map(|l| l.replicas);
-        while filled <= column {
-            columns[filled] = current;
-            filled += 1;
-        }
-        columns[column] = columns[column].max(Some(trigger.replicas));
-        let changed = level
-            .as_ref()
-            .is_none_or(|l| l.rule != trigger.rule || l.replicas != trigger.replicas);
-        counts.conflicts += usize::from(trigger.is_conflict());
-        if changed || trigger.is_conflict() {
-            counts.changes += usize::from(changed);
-            if rows < MAX_ROWS {
-                write_row(out, tide, &trigger, current);
-            }
-            rows += 1;
-        }
-        level = Some(trigger);
-        counts.triggers < MAX_TRIGGERS
-    });
-    let last = level.as_ref().map(|l| l.replicas);
-    columns[filled.min(width)..]
-        .iter_mut()
-        .for_each(|c| *c = last);
-    if rows > MAX_ROWS {
-        let _ = writeln!(out, "  ... {} more rows", rows - MAX_ROWS);
+    for change in timeline.changes.iter().take(MAX_ROWS) {
+        write_row(out, change);
     }
-    if counts.triggers >= MAX_TRIGGERS {
+    if timeline.changes.len() > MAX_ROWS {
+        let _ = writeln!(out, "  ... {} more rows", timeline.changes.len() - MAX_ROWS);
+    }
+    if timeline.truncated {
         let _ = writeln!(
             out,
-            "  (stopped after {MAX_TRIGGERS} triggers; shorten the window)"
+            "  (stopped early: too many triggers in the window; shorten it)"
         );
     }
-    (columns, counts)
 }
 
-fn write_row(out: &mut String, tide: &Tide, trigger: &Trigger, previous: Option<i32>) {
-    let zone = tide
-        .rules()
-        .iter()
-        .find(|r| r.name == trigger.rule)
-        .map_or(TimeZone::UTC, |r| r.cron.zone().time_zone().clone());
-    let local = trigger
-        .schedule_time
-        .to_zoned(zone)
-        .strftime("%a %Y-%m-%d %H:%M:%S %Z")
-        .to_string();
-    let replicas = match previous {
-        Some(p) if p == trigger.replicas => format!("= {p}"),
-        Some(p) => format!("{p} -> {}", trigger.replicas),
-        None => format!("-> {}", trigger.replicas),
+fn write_row(out: &mut String, change: &Step) {
+    let replicas = match change.previous {
+        Some(p) if p == change.replicas => format!("= {p}"),
+        Some(p) => format!("{p} -> {}", change.replicas),
+        None => format!("-> {}", change.replicas),
     };
     let _ = write!(
         out,
         "  {:<22} {:<38} {:<20} {replicas}",
-        trigger.schedule_time.to_string(),
-        local,
-        trigger.rule
+        change.time.to_string(),
+        change.local_time,
+        change.rule
     );
-    if trigger.is_conflict() {
+    if !change.colliding.is_empty() {
         let _ = write!(
             out,
             "   CONFLICT: {} fire together; max wins",
-            trigger.colliding.join(", ")
+            change.colliding.join(", ")
         );
     }
     out.push('\n');
+}
+
+/// The instants skipDays calendars skip, one row each; a count of those outside onlyDays.
+fn write_skipped(out: &mut String, timeline: &Timeline) {
+    let (skipped, outside): (Vec<_>, Vec<_>) =
+        timeline.skipped.iter().partition(|s| s.by == "skipDays");
+    if !outside.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n  {} instants fall outside their rules' onlyDays calendars (not instants)",
+            outside.len()
+        );
+    }
+    if skipped.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n  skipped by skipDays calendars (no instant, no level change):"
+    );
+    for skipped in skipped.iter().take(MAX_ROWS) {
+        let _ = writeln!(
+            out,
+            "  {:<22} {:<20} {}",
+            skipped.time.to_string(),
+            skipped.rule,
+            skipped.calendar
+        );
+    }
+    if skipped.len() > MAX_ROWS {
+        let _ = writeln!(out, "  ... {} more", skipped.len() - MAX_ROWS);
+    }
 }

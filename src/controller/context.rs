@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use kube::Client;
 use tokio::time::Instant;
 
+use super::calendars::CalendarsByScope;
 use super::consistency::Consistency;
 use super::event::EventSink;
 use super::in_flight::InFlight;
@@ -42,6 +43,8 @@ pub struct Context {
     pub metrics: ControllerMetrics,
     /// Starts the trace of each trigger (or nothing, without export).
     pub tracer: TriggerTracer,
+    /// The calendar caches of each watched scope.
+    pub calendars: CalendarsByScope,
     memory: Mutex<HashMap<ObjectName, Memory>>,
 }
 
@@ -92,6 +95,7 @@ impl Context {
             consistency,
             metrics,
             tracer: TriggerTracer::off(),
+            calendars: CalendarsByScope::default(),
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -99,6 +103,12 @@ impl Context {
     /// The context, tracing each trigger with `tracer`.
     pub fn with_tracer(mut self, tracer: TriggerTracer) -> Context {
         self.tracer = tracer;
+        self
+    }
+
+    /// The context, reading calendars from `calendars`.
+    pub fn with_calendars(mut self, calendars: CalendarsByScope) -> Context {
+        self.calendars = calendars;
         self
     }
 

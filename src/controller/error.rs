@@ -26,6 +26,12 @@ pub enum Error {
         /// The API error.
         source: kube::Error,
     },
+    /// The object uses calendars and their watch caches have not listed yet.
+    #[error(
+        "the TidalCalendar and ClusterTidalCalendar caches have not listed yet: are their \
+         CRDs installed (deploy/crd.yaml) and may the controller list them?"
+    )]
+    CalendarsNotListed,
     /// The status could not be serialized (a bug).
     #[error("failed to serialize status: {0}")]
     Serialize(serde_json::Error),

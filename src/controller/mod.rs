@@ -4,8 +4,10 @@
 //!
 //! ```text
 //!  watch ──► kube-runtime Controller ──► reconcile ──► validate ─► plan (pure, at now)
-//!  (cache)    (one timer per object:        │                          │
-//!              requeue at the next instant) │◄── Action::requeue ──────┤
+//!  (cache)    (one timer per object:        │          (calendars      │
+//!              requeue at the next instant; │           from their     │
+//!  calendars ─► a calendar's change         │           caches)        │
+//!  (caches)     re-plans its users)         │◄── Action::requeue ──────┤
 //!                                           ├──► target: /scale or HPA floor (Scale mode)
 //!                                           ├──► status patch, guarded by resourceVersion
 //!                                           └──► Events (background queue)
@@ -15,6 +17,7 @@
 //! writes, and each new leadership term reconciles every object anew (timers rebuilt from
 //! status, missed triggers caught up).
 
+mod calendars;
 mod consistency;
 mod context;
 mod error;
@@ -42,6 +45,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
+pub use calendars::{CalendarCaches, CalendarsByScope};
 pub use consistency::{
     CacheVersion, Consistency, ConsistencyStore, Freshness, TIDAL_SCHEDULERS,
     compare_resource_versions,
@@ -58,7 +62,7 @@ pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 pub use recorder::{Recorder, Reporter};
 pub use trace::{TriggerTrace, TriggerTracer};
 
-use crate::api::TidalScheduler;
+use crate::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
 use crate::clock::SystemClock;
 use crate::election::WriteGate;
 use crate::task::{self, TaskEnded};
@@ -116,6 +120,31 @@ pub async fn run(
         settings.namespaces.iter().cloned().map(Some).collect()
     };
     let consistency = Consistency::new(&scopes, &settings.metrics);
+    // Calendars: one pair of caches per scope, each feeding its scope's controller.
+    let mut calendar_watches = Vec::new();
+    let mut calendars = CalendarsByScope::default();
+    for scope in &scopes {
+        let namespaced: Api<TidalCalendar> = match scope {
+            None => Api::all(client.clone()),
+            Some(namespace) => Api::namespaced(client.clone(), namespace),
+        };
+        let (namespaced_reader, namespaced_writer) = reflector::store();
+        let (cluster_reader, cluster_writer) = reflector::store();
+        calendars.insert(
+            scope.clone(),
+            CalendarCaches {
+                namespaced: namespaced_reader,
+                cluster: cluster_reader,
+            },
+        );
+        calendar_watches.push((
+            calendar_changes(namespaced, namespaced_writer),
+            calendar_changes(
+                Api::<ClusterTidalCalendar>::all(client.clone()),
+                cluster_writer,
+            ),
+        ));
+    }
     let ctx = Arc::new(
         Context::new(
             client.clone(),
@@ -126,44 +155,55 @@ pub async fn run(
             consistency,
             settings.metrics.clone(),
         )
-        .with_tracer(settings.tracer.clone()),
+        .with_tracer(settings.tracer.clone())
+        .with_calendars(calendars),
     );
     let config = Config::default()
         .concurrency(settings.concurrency)
         .debounce(Duration::ZERO);
     let mut stores = Vec::new();
-    let controllers = scopes.into_iter().map(|scope| {
-        let api: Api<TidalScheduler> = match &scope {
-            None => Api::all(client.clone()),
-            Some(namespace) => Api::namespaced(client.clone(), namespace),
-        };
-        let (reader, writer) = reflector::store();
-        let (echoes, observer) = (ctx.clone(), ctx.clone());
-        let progress = ctx.consistency.progress(&scope);
-        let objects = list_watch(api, WATCH_TIMEOUT, progress)
-            .default_backoff()
-            .modify(slim)
-            .reflect(writer)
-            // Counted once the event is in the cache: a reconcile on another thread must
-            // not see a version counted before its object is there.
-            .map_ok(move |event| {
-                observer.consistency.observe(&scope, &event);
-                event
-            })
-            .applied_objects()
-            .try_filter(move |object| std::future::ready(!echoes.consistency.is_echo(object)));
-        let controller = Controller::for_stream(objects, reader)
-            .with_config(config.clone())
-            .reconcile_all_on(gate.openings())
-            .graceful_shutdown_on(changed_to_true(shutdown.clone()));
-        stores.push(controller.store());
-        controller
-            .run(reconcile, error_policy, ctx.clone())
-            .for_each(|result| {
-                log_outcome(result.err());
-                std::future::ready(())
-            })
-    });
+    let controllers = scopes.into_iter().zip(calendar_watches).map(
+        |(scope, (namespaced_calendars, cluster_calendars))| {
+            let api: Api<TidalScheduler> = match &scope {
+                None => Api::all(client.clone()),
+                Some(namespace) => Api::namespaced(client.clone(), namespace),
+            };
+            let (reader, writer) = reflector::store();
+            let (echoes, observer) = (ctx.clone(), ctx.clone());
+            let progress = ctx.consistency.progress(&scope);
+            let objects = list_watch(api, WATCH_TIMEOUT, progress)
+                .default_backoff()
+                .modify(slim)
+                .reflect(writer)
+                // Counted once the event is in the cache: a reconcile on another thread must
+                // not see a version counted before its object is there.
+                .map_ok(move |event| {
+                    observer.consistency.observe(&scope, &event);
+                    event
+                })
+                .applied_objects()
+                .try_filter(move |object| std::future::ready(!echoes.consistency.is_echo(object)));
+            let (for_namespaced, for_cluster) = (reader.clone(), reader.clone());
+            let controller = Controller::for_stream(objects, reader)
+                .with_config(config.clone())
+                // A calendar's change (or deletion) re-plans every object that uses it.
+                .watches_stream(namespaced_calendars, move |calendar| {
+                    calendars::users_of_namespaced(&for_namespaced, &calendar)
+                })
+                .watches_stream(cluster_calendars, move |calendar| {
+                    calendars::users_of_cluster(&for_cluster, &calendar)
+                })
+                .reconcile_all_on(gate.openings())
+                .graceful_shutdown_on(changed_to_true(shutdown.clone()));
+            stores.push(controller.store());
+            controller
+                .run(reconcile, error_policy, ctx.clone())
+                .for_each(|result| {
+                    log_outcome(result.err());
+                    std::future::ready(())
+                })
+        },
+    );
     let controllers = futures::future::join_all(controllers.collect::<Vec<_>>());
     settings.metrics.read_objects_from(stores.clone());
     tracing::info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, "controller started");
@@ -181,6 +221,28 @@ pub async fn run(
     readiness.set(false);
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// The objects of `api`, cached in `writer`; every change yields the object (a deleted one
+/// too, already gone from the cache).
+fn calendar_changes<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
+        .default_backoff()
+        .modify(|calendar: &mut K| calendar.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects()
 }
 
 /// Drops what the controller never reads from a cached object: managedFields and
@@ -231,7 +293,7 @@ fn log_outcome<Q: std::fmt::Display>(error: Option<kube::runtime::controller::Er
             tracing::debug!(%object, "wake-up for an object no longer cached");
         }
         Some(error @ (Outcome::QueueError(_) | Outcome::RunnerError(_))) => {
-            tracing::warn!(%error, "watching TidalSchedulers failed; retrying with backoff");
+            tracing::warn!(%error, "watching TidalSchedulers or calendars failed; retrying with backoff");
         }
     }
 }

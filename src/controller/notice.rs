@@ -128,6 +128,7 @@ mod tests {
                     cron: Cron::parse(cron, None).unwrap(),
                     replicas: *replicas,
                     suspended: false,
+                    days: Default::default(),
                 })
                 .collect(),
         )

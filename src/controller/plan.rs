@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time}
 use kube::ResourceExt;
 
 use crate::api::{
-    ConditionReason, HistoryEntry, READY, RuleStatus, SpecProblem, TidalScheduler,
+    Calendars, ConditionReason, HistoryEntry, READY, RuleStatus, SpecProblem, TidalScheduler,
     TidalSchedulerStatus, TriggerResult, ValidSpec, validate,
 };
 use crate::schedule::{LOOKBACK, Tide, Trigger};
@@ -80,11 +80,11 @@ pub fn plan(tide: &Tide, facts: Facts<'_>, now: Timestamp) -> Plan {
         .iter()
         .map(|rule| RuleStatus {
             name: rule.name.clone(),
-            last_schedule_time: rule.cron.latest_at_or_before(now, not_before).map(Time),
+            last_schedule_time: rule.latest_at_or_before(now, not_before).map(Time),
             next_schedule_time: if rule.suspended {
                 None
             } else {
-                rule.cron.next_after(now).map(Time)
+                rule.next_after(now).map(Time)
             },
         })
         .collect();
@@ -318,16 +318,18 @@ pub fn until(instant: Timestamp, now: Timestamp) -> std::time::Duration {
     std::time::Duration::from_millis(nanos.div_ceil(1_000_000))
 }
 
-/// What a reconcile at `now` plans for `object`, whose status is `status` and whose
-/// timer was armed at `armed`: its validated spec and the plan, or the spec's problems.
-/// The reconcile and the trigger-latency bench both start here, so they cannot drift.
+/// What a reconcile at `now` plans for `object`, whose status is `status`, whose timer
+/// was armed at `armed` and whose calendars are in `calendars`: its validated spec and the
+/// plan, or the spec's problems. The reconcile and the trigger-latency bench both start
+/// here, so they cannot drift.
 pub fn plan_object(
     object: &TidalScheduler,
+    calendars: &dyn Calendars,
     status: &TidalSchedulerStatus,
     armed: Option<Timestamp>,
     now: Timestamp,
 ) -> Result<(ValidSpec, Plan), Vec<SpecProblem>> {
-    let valid = validate(object, now)?;
+    let valid = validate(object, calendars, now)?;
     let facts = Facts {
         status,
         created: object.creation_timestamp().map_or(now, |t| t.0),

@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use super::calendars::uses_calendars;
 use super::consistency::Freshness;
 use super::context::{Context, Memory};
 use super::error::Error;
@@ -23,7 +24,7 @@ use super::plan::{self, ApplyProblem, Outcome, Plan};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
 use super::trace::TriggerTrace;
-use crate::api::{ApplyMode, TidalScheduler, TidalSchedulerStatus};
+use crate::api::{ApplyMode, Calendars, NoCalendars, TidalScheduler, TidalSchedulerStatus};
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
 /// wheel cannot hold years) and bounds how stale a target check gets.
@@ -133,7 +134,15 @@ async fn reconcile_once(
     let old = object.status.clone().unwrap_or_default();
     let generation = object.metadata.generation;
 
-    let (valid, plan) = match plan::plan_object(object, &old, memory.armed, now) {
+    let calendars = ctx.calendars.for_namespace(&namespace);
+    if uses_calendars(object) && !matches!(calendars, Some(caches) if caches.listed().await) {
+        return Err(Error::CalendarsNotListed);
+    }
+    let lookup: &dyn Calendars = match calendars {
+        Some(caches) => caches,
+        None => &NoCalendars,
+    };
+    let (valid, plan) = match plan::plan_object(object, lookup, &old, memory.armed, now) {
         Ok(planned) => planned,
         Err(problems) => {
             let new = plan::status_invalid(&old, &problems, generation, now);
@@ -433,6 +442,7 @@ mod tests {
             cron: Cron::parse(cron, None).unwrap(),
             replicas: 1,
             suspended: false,
+            days: Default::default(),
         }]);
         let status = TidalSchedulerStatus::default();
         let facts = Facts {

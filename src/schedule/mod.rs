@@ -15,7 +15,7 @@
 //!
 //! // The latest rule to fire sets the level.
 //! let rule = |name: &str, cron: &str, replicas| -> Result<Rule, Box<dyn std::error::Error>> {
-//!     Ok(Rule { name: name.into(), cron: Cron::parse(cron, None)?, replicas, suspended: false })
+//!     Ok(Rule { name: name.into(), cron: Cron::parse(cron, None)?, replicas, suspended: false, days: Default::default() })
 //! };
 //! let tide = Tide::new(vec![
 //!     rule("day", "CRON_TZ=Asia/Shanghai 0 0 8 * * *", 20)?,
@@ -28,6 +28,7 @@
 
 mod bits;
 mod civil;
+mod days;
 mod duration;
 mod error;
 mod expression;
@@ -36,6 +37,7 @@ mod fire;
 mod tide;
 mod zone;
 
+pub use days::{Calendar, Day, Days, Refusal};
 pub use duration::parse_go_duration;
 pub use error::CronError;
 pub use expression::Cron;

@@ -9,6 +9,7 @@ use std::collections::BinaryHeap;
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::days::Days;
 use super::expression::Cron;
 
 /// How far back a rule's last fire is looked for; older fires do not set a level.
@@ -16,6 +17,10 @@ pub const LOOKBACK: SignedDuration = SignedDuration::from_hours(24 * 366);
 
 /// Distinct superseded instants are counted exactly up to this number, then capped.
 pub const SUPERSEDED_CAP: usize = 10_000;
+
+/// How far a rule's next allowed fire is searched for past refused days (robfig's five
+/// years).
+const DAYS_HORIZON: SignedDuration = SignedDuration::from_hours(24 * 366 * 5);
 
 /// One scaling rule as the engine sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +33,66 @@ pub struct Rule {
     pub replicas: i32,
     /// A suspended rule never fires and never sets the level.
     pub suspended: bool,
+    /// The days it may fire on (its calendars); an instant on another day is no instant.
+    pub days: Days,
+}
+
+impl Rule {
+    /// The first instant strictly after `after` at which the cron fires on an allowed day.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        let limit = after.checked_add(DAYS_HORIZON).unwrap_or(Timestamp::MAX);
+        let mut cursor = after;
+        loop {
+            let fire = self.cron.next_after(cursor)?;
+            if self.days.allows(fire) {
+                return Some(fire);
+            }
+            let chance = self.days.next_chance(fire)?;
+            if chance > limit {
+                return None;
+            }
+            // `next_after` looks strictly after whole seconds: this makes it look from
+            // `chance` on.
+            cursor = chance.checked_sub(SignedDuration::from_nanos(1)).ok()?;
+        }
+    }
+
+    /// The latest instant at or before `at`, and not before `not_before`, at which the
+    /// cron fires on an allowed day.
+    pub fn latest_at_or_before(&self, at: Timestamp, not_before: Timestamp) -> Option<Timestamp> {
+        let mut cursor = at;
+        loop {
+            let fire = self.cron.latest_at_or_before(cursor, not_before)?;
+            if self.days.allows(fire) {
+                return Some(fire);
+            }
+            cursor = self.days.previous_chance(fire)?;
+        }
+    }
+
+    /// The cron's instants in `(after, until]` that its calendars refuse, at most `cap`.
+    pub fn skipped_between(
+        &self,
+        after: Timestamp,
+        until: Timestamp,
+        cap: usize,
+    ) -> Vec<Timestamp> {
+        if self.days.is_every_day() || self.suspended {
+            return Vec::new();
+        }
+        let mut skipped = Vec::new();
+        let mut cursor = after;
+        while skipped.len() < cap {
+            let Some(fire) = self.cron.next_after(cursor).filter(|fire| *fire <= until) else {
+                break;
+            };
+            if !self.days.allows(fire) {
+                skipped.push(fire);
+            }
+            cursor = fire;
+        }
+        skipped
+    }
 }
 
 /// A rule firing at an instant: the winner among every rule firing then.
@@ -77,7 +142,7 @@ impl Tide {
         let not_before = now.checked_sub(LOOKBACK).unwrap_or(Timestamp::MIN);
         let fires: Vec<(Timestamp, &Rule)> = self
             .active()
-            .filter_map(|rule| Some((rule.cron.latest_at_or_before(now, not_before)?, rule)))
+            .filter_map(|rule| Some((rule.latest_at_or_before(now, not_before)?, rule)))
             .collect();
         let latest = fires.iter().map(|(time, _)| *time).max()?;
         Some(resolve_at(latest, &fires))
@@ -87,7 +152,7 @@ impl Tide {
     pub fn next_after(&self, after: Timestamp) -> Option<Trigger> {
         let fires: Vec<(Timestamp, &Rule)> = self
             .active()
-            .filter_map(|rule| Some((rule.cron.next_after(after)?, rule)))
+            .filter_map(|rule| Some((rule.next_after(after)?, rule)))
             .collect();
         let earliest = fires.iter().map(|(time, _)| *time).min()?;
         Some(resolve_at(earliest, &fires))
@@ -144,7 +209,7 @@ impl Tide {
             .iter()
             .enumerate()
             .filter(|(_, rule)| !rule.suspended)
-            .filter_map(|(index, rule)| Some(Reverse((rule.cron.next_after(after)?, index))))
+            .filter_map(|(index, rule)| Some(Reverse((rule.next_after(after)?, index))))
             .filter(|Reverse((time, _))| *time <= until)
             .collect();
         let mut firing: Vec<&Rule> = Vec::new();
@@ -156,7 +221,7 @@ impl Tide {
                 heap.pop();
                 let rule = &self.rules[index];
                 firing.push(rule);
-                if let Some(next) = rule.cron.next_after(t).filter(|next| *next <= until) {
+                if let Some(next) = rule.next_after(t).filter(|next| *next <= until) {
                     heap.push(Reverse((next, index)));
                 }
             }
@@ -212,6 +277,7 @@ mod tests {
             cron: Cron::parse(cron, None).unwrap(),
             replicas,
             suspended: false,
+            days: Days::default(),
         }
     }
 

@@ -11,6 +11,7 @@ fn every_two_seconds() -> Tide {
         cron,
         replicas: 2,
         suspended: false,
+        days: Default::default(),
     }])
 }
 

@@ -1,7 +1,7 @@
 use jiff::Timestamp;
 
 use super::*;
-use crate::api::TidalSchedulerSpec;
+use crate::api::{NoCalendars, TidalSchedulerSpec};
 
 const BASE: &str = r#"
 apiVersion: scheduling.tidal.io/v1alpha1
@@ -36,7 +36,7 @@ fn object() -> TidalScheduler {
 fn problems(edit: impl FnOnce(&mut TidalScheduler)) -> Vec<String> {
     let mut object = object();
     edit(&mut object);
-    validate(&object, Timestamp::UNIX_EPOCH)
+    validate(&object, &NoCalendars, Timestamp::UNIX_EPOCH)
         .unwrap_err()
         .iter()
         .map(ToString::to_string)
@@ -49,7 +49,7 @@ fn spec(object: &mut TidalScheduler) -> &mut TidalSchedulerSpec {
 
 #[test]
 fn a_valid_object_gives_its_rules_with_defaults() {
-    let valid = validate(&object(), Timestamp::UNIX_EPOCH).unwrap();
+    let valid = validate(&object(), &NoCalendars, Timestamp::UNIX_EPOCH).unwrap();
     assert_eq!(valid.tide.rules().len(), 2);
     assert_eq!(valid.tide.rules()[1].cron.zone().name(), "Asia/Shanghai");
     assert!(valid.warnings.is_empty());
@@ -126,7 +126,7 @@ fn every_problem_is_reported_at_once() {
 fn missing_framework_labels_warn_in_status_mode_only() {
     let mut o = object();
     o.metadata.labels = None;
-    let valid = validate(&o, Timestamp::UNIX_EPOCH).unwrap();
+    let valid = validate(&o, &NoCalendars, Timestamp::UNIX_EPOCH).unwrap();
     assert_eq!(
         valid.warnings,
         [
@@ -136,7 +136,7 @@ fn missing_framework_labels_warn_in_status_mode_only() {
     );
     o.spec.apply = ApplyMode::Scale;
     assert!(
-        validate(&o, Timestamp::UNIX_EPOCH)
+        validate(&o, &NoCalendars, Timestamp::UNIX_EPOCH)
             .unwrap()
             .warnings
             .is_empty()
@@ -151,7 +151,156 @@ fn every_rules_are_anchored_at_creation() {
     o.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         created,
     ));
-    let valid = validate(&o, Timestamp::UNIX_EPOCH).unwrap();
+    let valid = validate(&o, &NoCalendars, Timestamp::UNIX_EPOCH).unwrap();
     let next = valid.tide.rules()[0].cron.next_after(created).unwrap();
     assert_eq!(next.to_string(), "2026-11-29T11:17:00Z");
+}
+
+mod calendars {
+    use super::*;
+    use crate::api::{CalendarDay, CalendarKind, CalendarRef, Calendars, TidalCalendarSpec};
+
+    /// One TidalCalendar `holidays` in `production`, in `zone`, holding `days`.
+    struct Holidays {
+        zone: &'static str,
+        days: Vec<CalendarDay>,
+    }
+
+    impl Calendars for Holidays {
+        fn find(&self, reference: &CalendarRef, namespace: &str) -> Option<TidalCalendarSpec> {
+            (reference.name == "holidays"
+                && reference.kind == CalendarKind::TidalCalendar
+                && namespace == "production")
+                .then(|| TidalCalendarSpec {
+                    time_zone: self.zone.into(),
+                    days: self.days.clone(),
+                })
+        }
+    }
+
+    fn with_skip(kind: CalendarKind) -> TidalScheduler {
+        let mut o = object();
+        o.spec.triggers.times.rules[1].skip_days = vec![CalendarRef {
+            name: "holidays".into(),
+            kind,
+        }];
+        o
+    }
+
+    fn day(date: &str) -> CalendarDay {
+        CalendarDay {
+            date: Some(date.into()),
+            ..CalendarDay::default()
+        }
+    }
+
+    #[test]
+    fn a_found_calendar_limits_the_rules_days() {
+        let calendars = Holidays {
+            zone: "Asia/Shanghai",
+            days: vec![day("2026-12-01")],
+        };
+        let valid = validate(
+            &with_skip(CalendarKind::TidalCalendar),
+            &calendars,
+            Timestamp::UNIX_EPOCH,
+        )
+        .unwrap();
+        let rule = &valid.tide.rules()[1];
+        assert_eq!(rule.days.skip().len(), 1);
+        assert_eq!(
+            rule.days.skip()[0].name(),
+            "TidalCalendar production/holidays"
+        );
+        // 19:00 Shanghai on 1 December is skipped: the next is the 2nd's.
+        let next = rule.next_after("2026-12-01T00:00:00Z".parse().unwrap());
+        assert_eq!(next.unwrap().to_string(), "2026-12-02T11:00:00Z");
+        assert!(valid.tide.rules()[0].days.is_every_day());
+    }
+
+    #[test]
+    fn a_missing_calendar_names_the_rule_and_the_calendar() {
+        let calendars = Holidays {
+            zone: "UTC",
+            days: vec![],
+        };
+        let problems: Vec<String> = validate(
+            &with_skip(CalendarKind::ClusterTidalCalendar),
+            &calendars,
+            Timestamp::UNIX_EPOCH,
+        )
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(
+            problems,
+            ["spec.triggers.times.rules[1].skipDays[0] (evening-rush): \
+              ClusterTidalCalendar holidays not found"]
+        );
+    }
+
+    #[test]
+    fn an_invalid_calendar_names_its_fields() {
+        let calendars = Holidays {
+            zone: "Mars/Olympus_Mons",
+            days: vec![
+                day("2026-02-30"),
+                CalendarDay {
+                    from: Some("2026-12-26".into()),
+                    to: Some("2026-12-24".into()),
+                    ..CalendarDay::default()
+                },
+                CalendarDay {
+                    yearly: Some("04-31".into()),
+                    ..CalendarDay::default()
+                },
+                CalendarDay {
+                    date: Some("2026-12-25".into()),
+                    yearly: Some("12-25".into()),
+                    ..CalendarDay::default()
+                },
+            ],
+        };
+        let problems: Vec<String> = validate(
+            &with_skip(CalendarKind::TidalCalendar),
+            &calendars,
+            Timestamp::UNIX_EPOCH,
+        )
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let message = &problems[0];
+        for part in [
+            "spec.triggers.times.rules[1].skipDays[0] (evening-rush): TidalCalendar production/holidays is invalid",
+            "spec.timeZone: unknown time zone `Mars/Olympus_Mons`",
+            "spec.days[0].date: `2026-02-30` is not a date",
+            "spec.days[1].to: 2026-12-24 is before from (2026-12-26)",
+            "spec.days[2].yearly: `04-31` is not a month and day",
+            "spec.days[3]: set exactly one of date, from/to (a range) or yearly",
+        ] {
+            assert!(message.contains(part), "{part} not in {message}");
+        }
+    }
+
+    #[test]
+    fn the_29th_of_february_is_a_yearly_day() {
+        let calendars = Holidays {
+            zone: "UTC",
+            days: vec![CalendarDay {
+                yearly: Some("02-29".into()),
+                ..CalendarDay::default()
+            }],
+        };
+        assert!(
+            validate(
+                &with_skip(CalendarKind::TidalCalendar),
+                &calendars,
+                Timestamp::UNIX_EPOCH
+            )
+            .is_ok()
+        );
+    }
 }

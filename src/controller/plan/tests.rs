@@ -11,6 +11,7 @@ fn rule(name: &str, cron: &str, replicas: i32) -> Rule {
         cron: Cron::parse(cron, None).unwrap(),
         replicas,
         suspended: false,
+        days: Default::default(),
     }
 }
 
