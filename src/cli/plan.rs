@@ -170,11 +170,7 @@ fn render_text(out: &mut String, timeline: &Timeline, width: usize) {
     write_header(out, timeline);
     write_changes(out, timeline);
     write_skipped(out, timeline);
-    let _ = writeln!(
-        out,
-        "\n{} triggers, {} level changes, {} conflicts\n",
-        timeline.triggers, timeline.level_changes, timeline.conflicts
-    );
+    let _ = writeln!(out, "\n{}\n", timeline.counts());
     let zone = TimeZone::get(&timeline.zone).unwrap_or(TimeZone::UTC);
     let _ = writeln!(out, "desiredReplicas ({} days)", timeline.zone);
     out.push_str(&chart::render(

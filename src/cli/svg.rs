@@ -116,10 +116,8 @@ fn title(out: &mut String, timeline: &Timeline, top: f64) {
         .count();
     let outside = timeline.skipped.len() - skipped;
     let summary = format!(
-        "{} triggers, {} level changes, {} conflicts{}{}{}",
-        timeline.triggers,
-        timeline.level_changes,
-        timeline.conflicts,
+        "{}{}{}{}",
+        timeline.counts(),
         if skipped > 0 {
             format!(", {skipped} skipped by skipDays")
         } else {

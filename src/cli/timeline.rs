@@ -151,6 +151,17 @@ impl Timeline {
         });
     }
 
+    /// "N triggers, N level changes, N conflicts", singular where N is 1.
+    pub fn counts(&self) -> String {
+        let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        format!(
+            "{}, {}, {}",
+            count(self.triggers, "trigger"),
+            count(self.level_changes, "level change"),
+            count(self.conflicts, "conflict")
+        )
+    }
+
     /// The level at the start and after each change: `(from, level)` pairs in time order.
     pub fn levels(&self) -> Vec<(Timestamp, Option<i32>)> {
         let mut levels = vec![(self.from, self.start.as_ref().map(|s| s.replicas))];
