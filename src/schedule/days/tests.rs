@@ -313,3 +313,23 @@ fn a_date_is_read_in_the_calendars_zone() {
         Date::new(2027, 1, 1).unwrap()
     );
 }
+
+#[test]
+fn a_day_without_a_midnight_starts_at_its_first_instant() {
+    // Havana springs forward at midnight: 2026-03-08 starts at 01:00 CDT (05:00Z).
+    let havana = calendar("America/Havana", vec![Day::Date(date(2026, 3, 8))]);
+    assert_eq!(
+        havana.start_of(date(2026, 3, 8)),
+        Some(at("2026-03-08T05:00:00Z"))
+    );
+    let hourly = rule("CRON_TZ=UTC 0 30 * * * *", vec![havana], vec![]);
+    // 04:30Z is still 7 March (23:30 CST); 05:30Z is the holiday.
+    assert_eq!(
+        next(&hourly, "2026-03-08T04:00:00Z").as_deref(),
+        Some("2026-03-08T04:30:00Z")
+    );
+    assert_eq!(
+        next(&hourly, "2026-03-08T04:30:00Z").as_deref(),
+        Some("2026-03-09T04:30:00Z")
+    );
+}
