@@ -490,3 +490,110 @@ async fn kubectl_tidal_plan_live_plans_what_the_controller_sees() {
     );
     std::fs::remove_dir_all(&plugins).unwrap();
 }
+
+/// The ClusterRole rules of `deploy/rbac.yaml` without the calendar rule, and the Lease
+/// rule, as a Role of the test's namespace for `user`: the controller, but blind to
+/// calendars (as after an upgrade that did not install their CRDs).
+async fn grant_all_but_calendars(env: &TestEnv, user: &str) {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding};
+    let manifests = common::cluster::read_manifests(
+        &std::path::Path::new(common::cluster::REPO).join("deploy/rbac.yaml"),
+    );
+    let cluster_role = manifests
+        .iter()
+        .find(|m| m.types.as_ref().is_some_and(|t| t.kind == "ClusterRole"))
+        .expect("deploy/rbac.yaml has a ClusterRole");
+    let mut rules: Vec<PolicyRule> =
+        serde_json::from_value(cluster_role.data["rules"].clone()).expect("rules");
+    rules.retain(|rule| {
+        rule.resources
+            .iter()
+            .flatten()
+            .all(|r| !r.contains("calendars"))
+    });
+    rules.push(PolicyRule {
+        api_groups: Some(vec!["coordination.k8s.io".into()]),
+        resources: Some(vec!["leases".into()]),
+        verbs: ["get", "create", "update", "patch"]
+            .map(String::from)
+            .to_vec(),
+        ..PolicyRule::default()
+    });
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": "calendar-blind" },
+        "rules": rules,
+    }))
+    .unwrap();
+    env.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "calendar-blind" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "calendar-blind" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+    }))
+    .unwrap();
+    env.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create RoleBinding");
+}
+
+#[tokio::test]
+async fn objects_without_calendars_stay_on_time_when_calendars_cannot_be_read() {
+    let env = TestEnv::new().await;
+    create_web(&env).await;
+    let user = format!("calendar-blind-{}", env.namespace);
+    grant_all_but_calendars(&env, &user).await;
+    create(
+        &env,
+        manifest(
+            "plain",
+            "apps/v1",
+            "Deployment",
+            "web",
+            "Status",
+            &[
+                ("even", "CRON_TZ=UTC */4 * * * * *", 2),
+                ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
+            ],
+        ),
+    )
+    .await;
+    create(
+        &env,
+        yearly_rules("with-calendar", json!({ "name": "holidays" })),
+    )
+    .await;
+    let controller = start_replica_env(
+        &env,
+        "controller",
+        &TEST_LEASE,
+        env.control_plane().kubeconfig(),
+        &[("KUBE_RS_DEBUG_IMPERSONATE_USER", &user)],
+    );
+    wait_logged(&controller, "watching calendars failed").await;
+    // Every 2 s a trigger, each applied by the timer armed for it: the failing calendar
+    // watches hold nothing back.
+    let on_time = wait_status(&env, "plain", "four on-time triggers in a row", |s| {
+        s.history.len() >= 4 && s.history[..4].iter().all(|h| !h.catch_up)
+    })
+    .await;
+    assert_no_duplicate_history(status(&on_time));
+    // The object with a calendar is neither planned nor declared invalid: it waits.
+    wait_logged(&controller, "caches have not listed yet").await;
+    let waiting = env
+        .api::<TidalScheduler>()
+        .get("with-calendar")
+        .await
+        .expect("get");
+    assert!(
+        waiting
+            .status
+            .as_ref()
+            .is_none_or(|s| !ready_reason_is(s, "InvalidSpec")),
+        "{:?}",
+        waiting.status
+    );
+}

@@ -22,7 +22,7 @@ use serde_json::json;
 use super::error::CliError;
 use super::process;
 use super::scripts::{self, Jaeger};
-use crate::api::TidalScheduler;
+use crate::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
 use crate::runtime::{Options, Runtime};
 use crate::telemetry::{self, LogFormat};
 
@@ -243,20 +243,25 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
     }
 }
 
-/// Installs the CRD, the namespace, a Deployment and a TidalScheduler.
+/// Installs the CRDs, the namespace, a Deployment and a TidalScheduler.
 async fn install(client: &Client) -> Result<(), CliError> {
     let params = PatchParams::apply(MANAGER).force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = TidalScheduler::crd();
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    crds.patch(&name, &params, &Patch::Apply(&crd))
-        .await
-        .map_err(|e| failed("install the CRD", e))?;
-    let established = await_condition(crds, &name, conditions::is_crd_established());
-    tokio::time::timeout(Duration::from_secs(60), established)
-        .await
-        .map_err(|e| failed("wait for the CRD", e))?
-        .map_err(|e| failed("wait for the CRD", e))?;
+    for crd in [
+        TidalScheduler::crd(),
+        TidalCalendar::crd(),
+        ClusterTidalCalendar::crd(),
+    ] {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .map_err(|e| failed("install the CRDs", e))?;
+        let established = await_condition(crds.clone(), &name, conditions::is_crd_established());
+        tokio::time::timeout(Duration::from_secs(60), established)
+            .await
+            .map_err(|e| failed("wait for the CRDs", e))?
+            .map_err(|e| failed("wait for the CRDs", e))?;
+    }
     let namespace: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))
         .map_err(|e| failed("build the namespace", e))?;
     Api::<Namespace>::all(client.clone())

@@ -243,6 +243,21 @@ where
         .modify(|calendar: &mut K| calendar.managed_fields_mut().clear())
         .reflect(writer)
         .touched_objects()
+        // Failures are logged here and never reach the Controller: an error in one of its
+        // trigger streams holds back its other inputs, timers included, until consumed.
+        .filter_map(|change| {
+            std::future::ready(match change {
+                Ok(calendar) => Some(Ok(calendar)),
+                Err(error) => {
+                    tracing::warn!(
+                        kind = K::kind(&()).as_ref(),
+                        %error,
+                        "watching calendars failed; retrying with backoff (objects using calendars wait)"
+                    );
+                    None
+                }
+            })
+        })
 }
 
 /// Drops what the controller never reads from a cached object: managedFields and
@@ -293,7 +308,7 @@ fn log_outcome<Q: std::fmt::Display>(error: Option<kube::runtime::controller::Er
             tracing::debug!(%object, "wake-up for an object no longer cached");
         }
         Some(error @ (Outcome::QueueError(_) | Outcome::RunnerError(_))) => {
-            tracing::warn!(%error, "watching TidalSchedulers or calendars failed; retrying with backoff");
+            tracing::warn!(%error, "watching TidalSchedulers failed; retrying with backoff");
         }
     }
 }
