@@ -635,6 +635,19 @@ fn plan_draws_an_svg_step_chart_with_triggers_conflicts_and_skipped_days() {
         of(promotions, "skipped-day").is_empty(),
         "onlyDays hatch nothing"
     );
+    // Its promotion days (24 to 26 December, Shanghai) are shaded instead.
+    assert_eq!(
+        of(promotions, "only-day")
+            .iter()
+            .map(|(_, day)| day.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "2026-12-23T16:00:00Z",
+            "2026-12-24T16:00:00Z",
+            "2026-12-25T16:00:00Z"
+        ]
+    );
+    assert!(of(desk, "only-day").is_empty());
     // Points lie inside the picture.
     let width: f64 = root.attribute("width").unwrap().parse().unwrap();
     for node in root.descendants().filter(|n| n.has_tag_name("circle")) {

@@ -21,6 +21,7 @@ const PANEL: f64 = TITLE + PLOT + AXIS;
 const LEVEL: &str = "#1f6feb";
 const CONFLICT: &str = "#d1242f";
 const SKIPPED: &str = "#9a6700";
+const ONLY: &str = "#1a7f37";
 
 /// The chart of `timelines`, one panel each, as an SVG document.
 pub fn render(timelines: &[Timeline]) -> String {
@@ -47,7 +48,7 @@ fn legend(out: &mut String) {
     let y = 20.0;
     let _ = writeln!(
         out,
-        r##"<g class="legend" fill="#24292f"><line x1="{LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="{LEVEL}" stroke-width="2"/><text x="{}" y="{}">desiredReplicas</text><circle cx="{}" cy="{y}" r="4" fill="{LEVEL}"/><text x="{}" y="{}">trigger (level change)</text><path d="{}" fill="{CONFLICT}"/><text x="{}" y="{}">conflict (max wins)</text><rect x="{}" y="{}" width="18" height="12" fill="url(#skipped-hatch)" stroke="{SKIPPED}" stroke-opacity="0.5"/><text x="{}" y="{}">day skipped by a calendar</text></g>"##,
+        r##"<g class="legend" fill="#24292f"><line x1="{LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="{LEVEL}" stroke-width="2"/><text x="{}" y="{}">desiredReplicas</text><circle cx="{}" cy="{y}" r="4" fill="{LEVEL}"/><text x="{}" y="{}">trigger (level change)</text><path d="{}" fill="{CONFLICT}"/><text x="{}" y="{}">conflict (max wins)</text><rect x="{}" y="{}" width="18" height="12" fill="url(#skipped-hatch)" stroke="{SKIPPED}" stroke-opacity="0.5"/><text x="{}" y="{}">day skipped by a calendar</text><rect x="{}" y="{}" width="18" height="12" fill="#dafbe1" stroke="{ONLY}" stroke-opacity="0.5"/><text x="{}" y="{}">onlyDays day</text></g>"##,
         LEFT + 24.0,
         LEFT + 30.0,
         y + 4.0,
@@ -60,6 +61,10 @@ fn legend(out: &mut String) {
         LEFT + 450.0,
         y - 6.0,
         LEFT + 474.0,
+        y + 4.0,
+        LEFT + 650.0,
+        y - 6.0,
+        LEFT + 674.0,
         y + 4.0,
     );
 }
@@ -102,6 +107,7 @@ fn panel(out: &mut String, timeline: &Timeline, top: f64) {
         escape(&timeline.object)
     );
     title(out, timeline, top);
+    only_days(out, timeline, &scale);
     skipped_days(out, timeline, &scale);
     grid(out, timeline, &scale);
     steps(out, timeline, &scale);
@@ -144,6 +150,22 @@ fn title(out: &mut String, timeline: &Timeline, top: f64) {
         top + 34.0,
         escape(&summary),
     );
+}
+
+/// Light bands over the days of onlyDays calendars: the only days their rules fire on.
+fn only_days(out: &mut String, timeline: &Timeline, scale: &Scale) {
+    for day in &timeline.only_days {
+        let (x0, x1) = (scale.x(day.day_start), scale.x(day.day_end));
+        let _ = writeln!(
+            out,
+            r##"<rect class="only-day" data-calendar="{}" data-day-start="{}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{PLOT}" fill="#dafbe1" stroke="{ONLY}" stroke-opacity="0.3"><title>a day of {}: onlyDays rules fire</title></rect>"##,
+            escape(&day.calendar),
+            day.day_start,
+            scale.top,
+            (x1 - x0).max(1.0),
+            escape(&day.calendar),
+        );
+    }
 }
 
 /// Hatched bands over each day a calendar skipped an instant on.

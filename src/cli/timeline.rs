@@ -6,7 +6,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
 use crate::api::{TidalScheduler, ValidSpec};
-use crate::schedule::{Refusal, Tide, Trigger};
+use crate::schedule::{Calendar, Refusal, Tide, Trigger};
 
 /// Triggers walked per object (a rule firing every second makes 604,800 a week).
 const MAX_TRIGGERS: usize = 2_000_000;
@@ -41,6 +41,8 @@ pub struct Timeline {
     pub changes: Vec<Step>,
     /// Instants the rules' calendars skip (at most 1,000 per rule).
     pub skipped: Vec<Skipped>,
+    /// The days of the rules' onlyDays calendars within the window.
+    pub only_days: Vec<OnlyDay>,
     /// Triggers in the window.
     pub triggers: usize,
     /// Level changes in the window.
@@ -87,6 +89,18 @@ pub struct Skipped {
     pub day_end: Timestamp,
 }
 
+/// A day of an onlyDays calendar: the days its rules may fire on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OnlyDay {
+    /// The calendar, e.g. `TidalCalendar shop/promotion-days`.
+    pub calendar: String,
+    /// Start of the day in the calendar's zone.
+    pub day_start: Timestamp,
+    /// End of that day.
+    pub day_end: Timestamp,
+}
+
 impl Timeline {
     /// The plan of `object` (validated as `valid`) over `[from, until)`.
     pub fn of(
@@ -114,6 +128,7 @@ impl Timeline {
             start: tide.level_at(from).map(|level| step(tide, &level, None)),
             changes: Vec::new(),
             skipped: skipped(tide, from, until),
+            only_days: only_days(tide, from, until),
             triggers: 0,
             level_changes: 0,
             conflicts: 0,
@@ -247,4 +262,39 @@ fn skipped(tide: &Tide, from: Timestamp, until: Timestamp) -> Vec<Skipped> {
         .collect();
     all.sort_by(|a, b| a.time.cmp(&b.time).then_with(|| a.rule.cmp(&b.rule)));
     all
+}
+
+/// The days in `[from, until)` of every onlyDays calendar of an active rule, once each.
+fn only_days(tide: &Tide, from: Timestamp, until: Timestamp) -> Vec<OnlyDay> {
+    let mut calendars: Vec<&Calendar> = Vec::new();
+    for rule in tide.rules().iter().filter(|r| !r.suspended) {
+        for calendar in rule.days.only() {
+            if !calendars.iter().any(|c| c.name() == calendar.name()) {
+                calendars.push(calendar);
+            }
+        }
+    }
+    let mut days = Vec::new();
+    for calendar in calendars {
+        let mut date = calendar.date_of(from);
+        let last = calendar.date_of(until);
+        while date <= last {
+            let Ok(next) = date.tomorrow() else { break };
+            if calendar.contains_date(date)
+                && let (Some(day_start), Some(day_end)) =
+                    (calendar.start_of(date), calendar.start_of(next))
+                && day_end > from
+                && day_start < until
+            {
+                days.push(OnlyDay {
+                    calendar: calendar.name().to_owned(),
+                    day_start,
+                    day_end,
+                });
+            }
+            date = next;
+        }
+    }
+    days.sort_by_key(|a| a.day_start);
+    days
 }
