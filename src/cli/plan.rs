@@ -16,7 +16,7 @@ use super::live;
 use super::manifests::Manifests;
 use super::process::{parse_instant, print_stdout};
 use super::svg;
-use super::timeline::{Step, Timeline};
+use super::timeline::{SkippedBy, Step, Timeline};
 use crate::api::validate;
 
 /// Level-change rows printed per object before the rest is summarised.
@@ -267,8 +267,10 @@ fn write_row(out: &mut String, change: &Step) {
 
 /// The instants skipDays calendars skip, one row each; a count of those outside onlyDays.
 fn write_skipped(out: &mut String, timeline: &Timeline) {
-    let (skipped, outside): (Vec<_>, Vec<_>) =
-        timeline.skipped.iter().partition(|s| s.by == "skipDays");
+    let (skipped, outside): (Vec<_>, Vec<_>) = timeline
+        .skipped
+        .iter()
+        .partition(|s| s.by == SkippedBy::SkipDays);
     if !outside.is_empty() {
         let _ = writeln!(
             out,

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
-use super::timeline::{Skipped, Timeline};
+use super::timeline::{Skipped, SkippedBy, Timeline};
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 56.0;
@@ -118,7 +118,7 @@ fn title(out: &mut String, timeline: &Timeline, top: f64) {
     let skipped = timeline
         .skipped
         .iter()
-        .filter(|s| s.by == "skipDays")
+        .filter(|s| s.by == SkippedBy::SkipDays)
         .count();
     let outside = timeline.skipped.len() - skipped;
     let summary = format!(
@@ -171,7 +171,11 @@ fn only_days(out: &mut String, timeline: &Timeline, scale: &Scale) {
 /// Hatched bands over each day a calendar skipped an instant on.
 fn skipped_days(out: &mut String, timeline: &Timeline, scale: &Scale) {
     let mut days: Vec<(&Skipped, Vec<&Skipped>)> = Vec::new();
-    for skip in timeline.skipped.iter().filter(|s| s.by == "skipDays") {
+    for skip in timeline
+        .skipped
+        .iter()
+        .filter(|s| s.by == SkippedBy::SkipDays)
+    {
         match days
             .iter_mut()
             .find(|(first, _)| first.day_start == skip.day_start && first.calendar == skip.calendar)

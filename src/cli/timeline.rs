@@ -82,11 +82,21 @@ pub struct Skipped {
     /// The calendar that refused it, e.g. `TidalCalendar shop/uk-holidays`.
     pub calendar: String,
     /// `skipDays` (the day is in that calendar) or `onlyDays` (it is in none of them).
-    pub by: &'static str,
+    pub by: SkippedBy,
     /// Start of the refused day in the calendar's zone.
     pub day_start: Timestamp,
     /// End of that day.
     pub day_end: Timestamp,
+}
+
+/// Which list of calendars refused an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SkippedBy {
+    /// Its day is in a `skipDays` calendar.
+    SkipDays,
+    /// Its day is in none of the `onlyDays` calendars.
+    OnlyDays,
 }
 
 /// A day of an onlyDays calendar: the days its rules may fire on.
@@ -251,8 +261,8 @@ fn skipped(tide: &Tide, from: Timestamp, until: Timestamp) -> Vec<Skipped> {
                         time,
                         calendar: calendar.name().to_owned(),
                         by: match refusal {
-                            Refusal::Skipped(_) => "skipDays",
-                            Refusal::NotOnly(_) => "onlyDays",
+                            Refusal::Skipped(_) => SkippedBy::SkipDays,
+                            Refusal::NotOnly(_) => SkippedBy::OnlyDays,
                         },
                         day_start,
                         day_end,

@@ -82,49 +82,30 @@ pub fn uses_calendars(object: &TidalScheduler) -> bool {
         .any(|rule| !rule.skip_days.is_empty() || !rule.only_days.is_empty())
 }
 
-/// The cached objects whose rules refer to `reference` from `namespace` (any namespace
-/// for a cluster calendar): what a change of that calendar re-plans.
+/// The cached objects whose rules refer to `calendar` (of `kind`): in its namespace for a
+/// TidalCalendar, in any for a cluster calendar. What a change of it re-plans.
 pub fn users_of(
     objects: &Store<TidalScheduler>,
-    reference: &CalendarRef,
-    namespace: Option<&str>,
+    calendar: &impl ResourceExt,
+    kind: CalendarKind,
 ) -> Vec<ObjectRef<TidalScheduler>> {
+    let reference = CalendarRef {
+        name: calendar.name_any(),
+        kind,
+    };
+    let namespace = calendar.namespace();
     objects
         .state()
         .iter()
-        .filter(|object| namespace.is_none() || object.namespace().as_deref() == namespace)
+        .filter(|object| namespace.is_none() || object.namespace() == namespace)
         .filter(|object| {
             object.spec.triggers.times.rules.iter().any(|rule| {
                 rule.skip_days
                     .iter()
                     .chain(&rule.only_days)
-                    .any(|r| r == reference)
+                    .any(|r| *r == reference)
             })
         })
         .map(|object| ObjectRef::from_obj(object.as_ref()))
         .collect()
-}
-
-/// The objects a change of `calendar` re-plans.
-pub fn users_of_namespaced(
-    objects: &Store<TidalScheduler>,
-    calendar: &TidalCalendar,
-) -> Vec<ObjectRef<TidalScheduler>> {
-    let reference = CalendarRef {
-        name: calendar.name_any(),
-        kind: CalendarKind::TidalCalendar,
-    };
-    users_of(objects, &reference, calendar.namespace().as_deref())
-}
-
-/// The objects a change of the cluster calendar `calendar` re-plans.
-pub fn users_of_cluster(
-    objects: &Store<TidalScheduler>,
-    calendar: &ClusterTidalCalendar,
-) -> Vec<ObjectRef<TidalScheduler>> {
-    let reference = CalendarRef {
-        name: calendar.name_any(),
-        kind: CalendarKind::ClusterTidalCalendar,
-    };
-    users_of(objects, &reference, None)
 }

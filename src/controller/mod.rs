@@ -62,7 +62,7 @@ pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
 pub use recorder::{Recorder, Reporter};
 pub use trace::{TriggerTrace, TriggerTracer};
 
-use crate::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
+use crate::api::{CalendarKind, ClusterTidalCalendar, TidalCalendar, TidalScheduler};
 use crate::clock::SystemClock;
 use crate::election::WriteGate;
 use crate::task::{self, TaskEnded};
@@ -188,10 +188,10 @@ pub async fn run(
                 .with_config(config.clone())
                 // A calendar's change (or deletion) re-plans every object that uses it.
                 .watches_stream(namespaced_calendars, move |calendar| {
-                    calendars::users_of_namespaced(&for_namespaced, &calendar)
+                    calendars::users_of(&for_namespaced, &calendar, CalendarKind::TidalCalendar)
                 })
                 .watches_stream(cluster_calendars, move |calendar| {
-                    calendars::users_of_cluster(&for_cluster, &calendar)
+                    calendars::users_of(&for_cluster, &calendar, CalendarKind::ClusterTidalCalendar)
                 })
                 .reconcile_all_on(gate.openings())
                 .graceful_shutdown_on(changed_to_true(shutdown.clone()));
@@ -240,7 +240,7 @@ where
 {
     kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
         .default_backoff()
-        .modify(|calendar: &mut K| calendar.managed_fields_mut().clear())
+        .modify(slim)
         .reflect(writer)
         .touched_objects()
         // Failures are logged here and never reach the Controller: an error in one of its
@@ -263,7 +263,7 @@ where
 /// Drops what the controller never reads from a cached object: managedFields and
 /// kubectl's last-applied annotation are most of an object's size (measured: without
 /// them the cache of 10,000 objects takes a fraction of the memory).
-fn slim(object: &mut TidalScheduler) {
+fn slim<K: ResourceExt>(object: &mut K) {
     object.managed_fields_mut().clear();
     object
         .annotations_mut()
