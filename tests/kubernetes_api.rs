@@ -154,6 +154,34 @@ async fn invalid_objects_are_rejected_naming_the_field() {
             &["spec.targetRef.name", "Too long: may not be more than 253"],
         ),
         (
+            "target name with a path in it",
+            |o| o["spec"]["targetRef"]["name"] = json!("web/../../secrets"),
+            &["spec.targetRef.name", "must be a DNS-1123 subdomain"],
+        ),
+        (
+            "target name escaped",
+            |o| o["spec"]["targetRef"]["name"] = json!("web%2Fx?watch=1"),
+            &["spec.targetRef.name", "must be a DNS-1123 subdomain"],
+        ),
+        (
+            "target name of dots",
+            |o| o["spec"]["targetRef"]["name"] = json!(".."),
+            &["spec.targetRef.name", "must be a DNS-1123 subdomain"],
+        ),
+        (
+            "target API version with a path in it",
+            |o| o["spec"]["targetRef"]["apiVersion"] = json!("apps/../v1"),
+            &[
+                "spec.targetRef.apiVersion",
+                "must be GROUP/VERSION or VERSION",
+            ],
+        ),
+        (
+            "target namespace with a path in it",
+            |o| o["spec"]["targetRef"]["namespace"] = json!("a/b"),
+            &["spec.targetRef.namespace", "must be a DNS-1123 label"],
+        ),
+        (
             "no triggers",
             |o| remove(&mut o["spec"], "triggers"),
             &["spec.triggers: Required value"],

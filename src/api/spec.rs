@@ -68,18 +68,31 @@ pub struct TidalSchedulerSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetRef {
-    /// API version of the target, e.g. `apps/v1`.
+    /// API version of the target, e.g. `apps/v1`: an optional group (a DNS-1123
+    /// subdomain) and `/`, then a version (a DNS-1035 label).
     #[schemars(length(min = 1, max = 253))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z]([-a-z0-9]*[a-z0-9])?$')",
+        "message": "must be GROUP/VERSION or VERSION (e.g. apps/v1, v1): a DNS-1123 subdomain, '/', and a DNS-1035 label"
+    }]))]
     pub api_version: String,
     /// Kind of the target, e.g. `Deployment`.
     #[schemars(length(min = 1, max = 63))]
     pub kind: String,
-    /// Name of the target.
+    /// Name of the target: a DNS-1123 subdomain, as every Kubernetes object's name.
     #[schemars(length(min = 1, max = 253))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",
+        "message": "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit), as the name of a Kubernetes object"
+    }]))]
     pub name: String,
     /// Namespace of the target; if set, it must equal this object's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String", length(min = 1, max = 63))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
+        "message": "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit), as the name of a namespace"
+    }]))]
     pub namespace: Option<String>,
 }
 

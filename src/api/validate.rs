@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::calendar::{CalendarProblem, CalendarRef, Calendars};
-use super::spec::{self, ApplyMode, TidalScheduler};
+use super::spec::{self, ApplyMode, TargetRef, TidalScheduler};
 use crate::schedule::{Calendar, Cron, CronError, Days, Rule, Tide};
 
 /// Labels that link the object to the decision framework (oFEP-0030).
@@ -56,6 +56,16 @@ pub enum SpecProblem {
     EmptyTargetField {
         /// `apiVersion`, `kind` or `name`.
         field: &'static str,
+    },
+    /// A `targetRef` field that goes into request paths is not of its Kubernetes form.
+    #[error("spec.targetRef.{field}: `{value}` {expected}")]
+    MalformedTargetField {
+        /// `apiVersion`, `name` or `namespace`.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What it must be, as a phrase starting with "must".
+        expected: &'static str,
     },
     /// No rules, or more than 100.
     #[error("spec.triggers.times.rules: {count} rules; between 1 and 100 are allowed")]
@@ -155,6 +165,7 @@ pub fn validate(
             problems.push(SpecProblem::EmptyTargetField { field });
         }
     }
+    problems.extend(malformed_target_fields(target));
     if let (Some(theirs), Some(own)) = (&target.namespace, &object.metadata.namespace)
         && theirs != own
     {
@@ -303,13 +314,72 @@ fn warnings(object: &TidalScheduler) -> Vec<String> {
     }
 }
 
+/// The fields of `target` that reach request paths (discovery, `/scale`) and are not of
+/// their Kubernetes form; empty ones are reported apart.
+fn malformed_target_fields(target: &TargetRef) -> Vec<SpecProblem> {
+    let mut problems = Vec::new();
+    let mut check = |field, value: &str, valid: bool, expected| {
+        if !value.is_empty() && !valid {
+            problems.push(SpecProblem::MalformedTargetField {
+                field,
+                value: value.to_owned(),
+                expected,
+            });
+        }
+    };
+    check(
+        "apiVersion",
+        &target.api_version,
+        is_api_version(&target.api_version),
+        "must be GROUP/VERSION or VERSION (e.g. apps/v1, v1): a DNS-1123 subdomain, '/', \
+         and a DNS-1035 label",
+    );
+    check(
+        "name",
+        &target.name,
+        is_dns1123_subdomain(&target.name),
+        "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and \
+         ending with a letter or digit), as the name of a Kubernetes object",
+    );
+    if let Some(namespace) = &target.namespace {
+        check(
+            "namespace",
+            namespace,
+            is_dns1123_label(namespace),
+            "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending \
+             with a letter or digit), as the name of a namespace",
+        );
+    }
+    problems
+}
+
+/// `GROUP/VERSION` or `VERSION`: a DNS-1123 subdomain and a DNS-1035 label.
+fn is_api_version(text: &str) -> bool {
+    let (group, version) = match text.split_once('/') {
+        Some((group, version)) => (Some(group), version),
+        None => (None, text),
+    };
+    group.is_none_or(is_dns1123_subdomain)
+        && is_dns1123_label(version)
+        && version.starts_with(|c: char| c.is_ascii_lowercase())
+}
+
+/// RFC 1123 subdomain as Kubernetes checks it: dot-separated
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 253 characters in all.
+fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_label_shaped)
+}
+
 /// RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
 fn is_dns1123_label(name: &str) -> bool {
+    name.len() <= 63 && is_label_shaped(name)
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
+fn is_label_shaped(name: &str) -> bool {
     let bytes = name.as_bytes();
     let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes.first().is_some_and(alnum)
+    bytes.first().is_some_and(alnum)
         && bytes.last().is_some_and(alnum)
         && bytes.iter().all(|b| alnum(b) || *b == b'-')
 }

@@ -113,6 +113,66 @@ fn each_problem_names_its_field() {
 }
 
 #[test]
+fn target_fields_that_reach_request_paths_must_be_kubernetes_names() {
+    for name in [
+        "a/b",
+        "..",
+        "web%2Fx",
+        "web?watch=1",
+        "Web",
+        "-web",
+        "web.",
+        "a..b",
+    ] {
+        let found = problems(|o| spec(o).target_ref.name = name.to_owned());
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        assert!(
+            found[0].starts_with(&format!(
+                "spec.targetRef.name: `{name}` must be a DNS-1123 subdomain"
+            )),
+            "{found:?}"
+        );
+    }
+    for version in [
+        "apps/../v1",
+        "apps/v1/x",
+        "/v1",
+        "Apps/v1",
+        "apps/1v",
+        "v1?x",
+    ] {
+        let found = problems(|o| spec(o).target_ref.api_version = version.to_owned());
+        assert_eq!(found.len(), 1, "{version}: {found:?}");
+        assert!(
+            found[0].starts_with("spec.targetRef.apiVersion:"),
+            "{found:?}"
+        );
+    }
+    let found = problems(|o| {
+        spec(o).target_ref.namespace = Some("prod/../kube-system".to_owned());
+    });
+    assert!(
+        found.iter().any(|p| p.starts_with(
+            "spec.targetRef.namespace: `prod/../kube-system` must be a DNS-1123 label"
+        )),
+        "{found:?}"
+    );
+    for (version, name) in [
+        ("v1", "web"),
+        ("apps/v1", "web-1.prod"),
+        ("example.com/v1beta1", "a"),
+    ] {
+        let mut object = object();
+        spec(&mut object).target_ref.api_version = version.to_owned();
+        spec(&mut object).target_ref.name = name.to_owned();
+        assert!(
+            validate(&object, &NoCalendars, Timestamp::UNIX_EPOCH).is_ok(),
+            "{version} {name}"
+        );
+    }
+}
+
+#[test]
 fn every_problem_is_reported_at_once() {
     let found = problems(|o| {
         spec(o).history_limit = 101;
