@@ -76,6 +76,7 @@ pub fn run(command: &CalendarCommand) -> Result<(), CliError> {
 
 /// The manifest for the iCalendar `text`, or why it cannot be made (naming the line).
 pub fn import(text: &str, args: &ImportArgs) -> Result<String, String> {
+    check_content_lines(text)?;
     let unfolded = icalendar::parser::unfold(text);
     let calendar = icalendar::parser::read_calendar(&unfolded)
         .map_err(|e| syntax_error(&e, &unfolded, unfolded.len() != text.len()))?;
@@ -256,6 +257,64 @@ fn event_days(
             })
             .collect(),
     }
+}
+
+/// Checks, before the parser (whose errors point at the enclosing component), that the
+/// file begins a calendar and that every content line is `NAME[;PARAM=…]:VALUE`, naming
+/// the first line that is not (a folded line by the line it starts on).
+fn check_content_lines(text: &str) -> Result<(), String> {
+    let mut logical: Vec<(usize, String)> = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        match (line.strip_prefix([' ', '\t']), logical.last_mut()) {
+            (Some(rest), Some((_, previous))) => previous.push_str(rest),
+            _ => logical.push((index + 1, line.trim_end_matches('\r').to_owned())),
+        }
+    }
+    let mut lines = logical.iter().filter(|(_, line)| !line.trim().is_empty());
+    match lines.next() {
+        Some((_, first))
+            if first
+                .trim_start_matches('\u{feff}')
+                .eq_ignore_ascii_case("BEGIN:VCALENDAR") => {}
+        Some((number, first)) => {
+            return Err(format!(
+                "line {number}: not valid iCalendar: a calendar begins with BEGIN:VCALENDAR, \
+                 not `{first}`"
+            ));
+        }
+        None => return Err("not an iCalendar file: it is empty".into()),
+    }
+    for (number, line) in lines {
+        if let Some(problem) = content_line_problem(line) {
+            return Err(format!(
+                "line {number}: `{line}` is not a property (NAME:VALUE): {problem}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with one unfolded content line (RFC 5545 §3.1), if anything.
+fn content_line_problem(line: &str) -> Option<&'static str> {
+    let name_end = line
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .unwrap_or(line.len());
+    if name_end == 0 {
+        return Some("it does not start with a name (letters, digits and '-')");
+    }
+    let mut quoted = false;
+    for c in line[name_end..].chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ':' if !quoted => return None,
+            _ => {}
+        }
+    }
+    Some(match line[name_end..].chars().next() {
+        None => "the name is not followed by ':' and a value",
+        Some(';') => "its parameters are not followed by ':' and a value",
+        Some(_) => "a name (letters, digits and '-') must be followed by ';' or ':'",
+    })
 }
 
 /// The parser's error (a trace of nom contexts, innermost first) as one line: where, what

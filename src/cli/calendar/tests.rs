@@ -167,6 +167,27 @@ fn bad_input_is_refused_naming_the_line() {
             "line 7: `nonsense` is not a property",
         ),
         (
+            event("DTSTART;VALUE=DATE:20261225\r\nthis line has no colon\r\n"),
+            "line 7: `this line has no colon` is not a property (NAME:VALUE): a name \
+             (letters, digits and '-') must be followed by ';' or ':'",
+        ),
+        (
+            event("DTSTART;VALUE=DATE:20261225\r\nSUMMARY;LANGUAGE=en\r\n"),
+            "line 7: `SUMMARY;LANGUAGE=en` is not a property (NAME:VALUE): its parameters",
+        ),
+        (
+            event("DTSTART;VALUE=DATE:20261225\r\n: no name\r\n"),
+            "line 7: `: no name` is not a property (NAME:VALUE): it does not start with a name",
+        ),
+        (
+            event("DTSTART;VALUE=DATE:20261225\r\nSUMMARY;X-A=\"a:b\"\r\n"),
+            "line 7: `SUMMARY;X-A=\"a:b\"` is not a property",
+        ),
+        (
+            event("SUMMARY:fine\r\n folded\r\nDTSTART;VALUE=DATE:20261225\r\nbroken\r\n"),
+            "line 9: `broken` is not a property",
+        ),
+        (
             calendar("BEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20261225\r\n"),
             "line 7: not valid iCalendar at `END:VCALENDAR`",
         ),
