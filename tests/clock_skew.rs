@@ -3,8 +3,8 @@
 //! server's `Date`, does not campaign, and never writes a trigger while a healthy replica
 //! leads; a leader whose clock jumps ahead steps down at once and hands over.
 //!
-//! Needs Debian's libfaketime: `tests/control-plane/packages.sh` installs it (`.ci/run`
-//! runs it, and so does this test if the library is missing).
+//! Needs Debian's libfaketime: the harness installs it on first use
+//! (`tidal_harness::packages`).
 
 use tidal_harness as common;
 
@@ -22,29 +22,10 @@ use common::process::Process;
 use common::replicas::*;
 use common::tide::*;
 
-/// Debian's libfaketime.
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-
 /// Starts replica `name` under libfaketime with the fake time read from `file` (a
 /// relative offset such as `+45s`, re-read every second).
 fn start_faked(env: &TestEnv, name: &str, file: &Path) -> Process {
-    static INSTALL: std::sync::Once = std::sync::Once::new();
-    INSTALL.call_once(|| {
-        if Path::new(LIBFAKETIME).exists() {
-            return;
-        }
-        let script = Path::new(common::cluster::REPO).join("tests/control-plane/packages.sh");
-        let status = std::process::Command::new("bash")
-            .arg(&script)
-            .status()
-            .expect("run packages.sh");
-        assert!(
-            status.success() && Path::new(LIBFAKETIME).exists(),
-            "{LIBFAKETIME} is missing and {} could not install it",
-            script.display()
-        );
-    });
-    assert!(Path::new(LIBFAKETIME).exists(), "{LIBFAKETIME} is missing");
+    let libfaketime = common::packages::libfaketime().unwrap_or_else(|e| panic!("{e}"));
     let file = file.to_str().expect("UTF-8 path");
     start_replica_env(
         env,
@@ -52,7 +33,7 @@ fn start_faked(env: &TestEnv, name: &str, file: &Path) -> Process {
         &FAST_LEASE,
         env.control_plane().kubeconfig(),
         &[
-            ("LD_PRELOAD", LIBFAKETIME),
+            ("LD_PRELOAD", libfaketime),
             ("FAKETIME_TIMESTAMP_FILE", file),
             ("FAKETIME_CACHE_DURATION", "1"),
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),

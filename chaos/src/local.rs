@@ -21,9 +21,6 @@ use tidal_harness::toxiproxy::{Toxic, Toxiproxy};
 
 use crate::timing::LeaseTiming;
 
-/// Debian's libfaketime (`tests/control-plane/packages.sh` installs it).
-pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-
 /// One controller replica.
 pub struct Replica {
     /// Its identity (and its proxy's name).
@@ -66,10 +63,8 @@ impl Local {
         let upstream = server.trim_start_matches("https://").to_owned();
         let user = format!("tidal-chaos-{}", env.namespace);
         bind_cluster_admin(&env.client, &user).await?;
-        if faked_clocks && !Path::new(LIBFAKETIME).exists() {
-            return Err(format!(
-                "{LIBFAKETIME} is missing: run tests/control-plane/packages.sh"
-            ));
+        if faked_clocks {
+            tidal_harness::packages::libfaketime()?;
         }
         Ok(Local {
             env,
@@ -97,7 +92,7 @@ impl Local {
         if let Some(clock) = &clock {
             std::fs::write(clock, "+0").map_err(|e| format!("write {}: {e}", clock.display()))?;
             vars.extend([
-                ("LD_PRELOAD", LIBFAKETIME),
+                ("LD_PRELOAD", tidal_harness::packages::LIBFAKETIME),
                 (
                     "FAKETIME_TIMESTAMP_FILE",
                     clock.to_str().ok_or("non-UTF-8 path")?,

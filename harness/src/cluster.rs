@@ -79,6 +79,7 @@ impl ControlPlane {
     /// Like [`ControlPlane::start`], as a full single-node cluster (`up.sh --node`, with
     /// the variables `vars`: its node's settings are in `DIR/node.env`).
     pub fn start_node(dir: &Path, vars: &[(&str, &str)]) -> Result<ControlPlane, String> {
+        crate::packages::ensure(crate::packages::Packages::Node)?;
         ControlPlane::start_mode(dir, &["--node"], vars)
     }
 
@@ -344,9 +345,12 @@ impl TestEnv {
             },
             ..Default::default()
         };
-        let namespace = Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
+        let namespaces = Api::<Namespace>::all(client.clone());
+        let params = PostParams::default();
+        let created = namespaces.create(&params, &namespace);
+        let namespace = tokio::time::timeout(Duration::from_secs(60), created)
             .await
+            .expect("no answer within 60 s to creating the test's namespace")
             .expect("create the test's namespace")
             .name_any();
         TestEnv {

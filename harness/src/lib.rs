@@ -2,8 +2,8 @@
 //! both: a real control plane (etcd + kube-apiserver from `tests/control-plane/`), a
 //! real node (kubelet, containerd) for what users install,
 //! child processes that never outlive the test, proxies that lag or hold traffic, the
-//! audit log, Toxiproxy, KEDA (the peers benchmark), fixtures and the robfig/cron
-//! reference.
+//! audit log, Toxiproxy, KEDA (the peers benchmark), fixtures, the robfig/cron
+//! reference, and the Debian packages all of these need, installed on first use.
 
 use std::path::PathBuf;
 
@@ -18,6 +18,7 @@ pub mod keda;
 pub mod lagging_proxy;
 pub mod measure;
 pub mod node;
+pub mod packages;
 pub mod process;
 pub mod prometheus;
 pub mod reaper;

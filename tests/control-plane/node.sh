@@ -130,7 +130,7 @@ containerd_ready() {
 start_containerd() {
   command -v containerd >/dev/null 2>&1 && command -v runc >/dev/null 2>&1 &&
     [ -x /usr/lib/cni/bridge ] ||
-    { fail "containerd, runc and the CNI plugins are required (tests/control-plane/packages.sh)"; return; }
+    { fail "containerd, runc and the CNI plugins are required: run tests/control-plane/packages.sh node (as root)"; return; }
   if running_pid containerd >/dev/null; then
     await containerd containerd_ready
     return
