@@ -30,8 +30,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
-use crate::clock::{ClockBound, ClockMetrics, ClockOffset, ClockSkew, OffsetProbe, SystemClock};
+use crate::clock::{
+    ClockBound, ClockMetrics, ClockOffset, ClockSkew, DEFAULT_MAX_CLOCK_OFFSET, OffsetProbe,
+    SystemClock,
+};
 use crate::controller::TriggerTracer;
+use crate::controller::read_back::future_tolerance;
 use crate::controller::{self, ControllerMetrics, Reason, Recorder, Reporter, Settings};
 use crate::election::{
     self, ElectionMetrics, Elector, KubeLease, Observer, Release, Timing, WriteGate,
@@ -177,6 +181,11 @@ impl Runtime {
             readiness,
             metrics: controller_metrics,
             tracer,
+            status_tolerance: future_tolerance(match &options.election {
+                Some(election) => election.max_clock_offset,
+                // One replica: only its own clock writes status, bound as by default.
+                None => Some(DEFAULT_MAX_CLOCK_OFFSET),
+            }),
         };
         Ok(Runtime {
             client,

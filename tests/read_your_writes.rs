@@ -4,6 +4,12 @@
 //! status write when the next instant comes: the reconcile is skipped and retried (counted
 //! in `stale_sync_skips_total`) instead of acting on the stale object — no status write
 //! is ever rejected for a stale resourceVersion, and every instant is applied once.
+//! Nothing but this controller writes the object, so any 409 would be a stale read of
+//! its own: two such paths were found and closed (`controller::consistency`) — a copy
+//! handed to the reconcile just before the watch delivered our write (the check judged
+//! the cache, which had moved on, not the copy), and a status write cancelled in flight
+//! when a loaded machine let the term lapse (applied by the API server, never recorded;
+//! the next term's reconcile now reads the object from the API server first).
 //!
 //! And the cache's version also moves with the server's bookmarks, which vouch for changes
 //! the watch does not deliver.
@@ -27,10 +33,18 @@ use common::tide::*;
 
 const WATCH_LAG: Duration = Duration::from_millis(2500);
 
+/// The deadline of one step of a test (a request, starting a process) on a loaded machine.
+const STEP: Duration = Duration::from_secs(60);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_state() {
-    let env = TestEnv::new().await;
-    let tide = create_web(&env, &ALTERNATING, 100).await;
+    let env = within(STEP, "creating the test's namespace", TestEnv::new()).await;
+    let tide = within(
+        STEP,
+        "creating the object",
+        create_web(&env, &ALTERNATING, 100),
+    )
+    .await;
     let control_plane = env.control_plane();
     let pki = control_plane
         .dir()
@@ -73,7 +87,13 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
         rejected.is_empty(),
         "writes sent from a stale cache were rejected: {rejected:#?}"
     );
-    let object = env.api::<TidalScheduler>().get("web").await.expect("get");
+    let object = within(
+        STEP,
+        "reading the object",
+        env.api::<TidalScheduler>().get("web"),
+    )
+    .await
+    .expect("get");
     assert_no_duplicate_history(status(&object));
     assert_every_instant_accounted(&tide, &status(&object).history);
 }
@@ -83,8 +103,9 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
 /// past it — which is what tells the consistency check that the cache is not behind.
 #[tokio::test(flavor = "multi_thread")]
 async fn bookmarks_move_the_cache_version_past_writes_the_watch_does_not_deliver() {
-    let watched = TestEnv::new().await;
-    let elsewhere = TestEnv::new().await;
+    // Every wait has a deadline and says what it waited for: a hang names its step.
+    let watched = within(STEP, "creating the watched namespace", TestEnv::new()).await;
+    let elsewhere = within(STEP, "creating the other namespace", TestEnv::new()).await;
     let (report, mut progress) = tokio::sync::mpsc::unbounded_channel();
     let mut events = list_watch(
         watched.api::<TidalScheduler>(),
@@ -105,15 +126,19 @@ async fn bookmarks_move_the_cache_version_past_writes_the_watch_does_not_deliver
         .expect("the list's version reported within 30 s")
         .expect("a version");
 
-    let written = create(
-        &elsewhere,
-        manifest(
-            "other",
-            "apps/v1",
-            "Deployment",
-            "web",
-            "Status",
-            &ALTERNATING,
+    let written = within(
+        STEP,
+        "creating an object in the other namespace",
+        create(
+            &elsewhere,
+            manifest(
+                "other",
+                "apps/v1",
+                "Deployment",
+                "web",
+                "Status",
+                &ALTERNATING,
+            ),
         ),
     )
     .await
@@ -135,6 +160,10 @@ async fn bookmarks_move_the_cache_version_past_writes_the_watch_does_not_deliver
     .await
     .unwrap_or_else(|_| panic!("no bookmark at or past {written} within 60 s"));
     watch.abort();
+    within(STEP, "the watch task to end once aborted", async {
+        let _ = watch.await;
+    })
+    .await;
     let mut seen = Vec::new();
     while let Ok(event) = delivered.try_recv() {
         seen.push(event);

@@ -11,3 +11,7 @@ pub use metrics::ClockMetrics;
 pub use offset::{ClockBound, ClockOffset, ClockSkew};
 pub use probe::OffsetProbe;
 pub use wall::{Clock, SystemClock};
+
+/// The default largest offset between a replica's clock and the API server's for it to
+/// lead (`--max-clock-offset`).
+pub const DEFAULT_MAX_CLOCK_OFFSET: std::time::Duration = std::time::Duration::from_secs(2);

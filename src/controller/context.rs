@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use kube::Client;
 use tokio::time::Instant;
 
@@ -17,9 +17,10 @@ use super::in_flight::InFlight;
 use super::key::{ObjectKey, ObjectName};
 use super::metrics::ControllerMetrics;
 use super::plan::ApplyProblem;
+use super::read_back::future_tolerance;
 use super::target::Targets;
 use super::trace::{TriggerTrace, TriggerTracer};
-use crate::clock::Clock;
+use crate::clock::{Clock, DEFAULT_MAX_CLOCK_OFFSET};
 use crate::election::WriteGate;
 use crate::sync::lock;
 
@@ -45,6 +46,8 @@ pub struct Context {
     pub tracer: TriggerTracer,
     /// The calendar caches of each watched scope.
     pub calendars: CalendarsByScope,
+    /// How far in the future a time read back from status may be.
+    pub status_tolerance: SignedDuration,
     memory: Mutex<HashMap<ObjectName, Memory>>,
 }
 
@@ -96,6 +99,7 @@ impl Context {
             metrics,
             tracer: TriggerTracer::off(),
             calendars: CalendarsByScope::default(),
+            status_tolerance: future_tolerance(Some(DEFAULT_MAX_CLOCK_OFFSET)),
             memory: Mutex::new(HashMap::new()),
         }
     }
@@ -109,6 +113,12 @@ impl Context {
     /// The context, reading calendars from `calendars`.
     pub fn with_calendars(mut self, calendars: CalendarsByScope) -> Context {
         self.calendars = calendars;
+        self
+    }
+
+    /// The context, trusting times read back from status up to `tolerance` ahead.
+    pub fn with_status_tolerance(mut self, tolerance: SignedDuration) -> Context {
+        self.status_tolerance = tolerance;
         self
     }
 

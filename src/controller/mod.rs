@@ -28,6 +28,7 @@ mod list_watch;
 mod metrics;
 pub mod notice;
 pub mod plan;
+pub mod read_back;
 mod reason;
 mod reconcile;
 mod recorder;
@@ -90,6 +91,9 @@ pub struct Settings {
     pub metrics: ControllerMetrics,
     /// Traces each trigger, or nothing.
     pub tracer: TriggerTracer,
+    /// How far in the future a time read back from status may be
+    /// ([`read_back::future_tolerance`]).
+    pub status_tolerance: jiff::SignedDuration,
 }
 
 /// Runs the controller until `shutdown` turns true, then lets running reconciles finish.
@@ -156,7 +160,8 @@ pub async fn run(
             settings.metrics.clone(),
         )
         .with_tracer(settings.tracer.clone())
-        .with_calendars(calendars),
+        .with_calendars(calendars)
+        .with_status_tolerance(settings.status_tolerance),
     );
     let config = Config::default()
         .concurrency(settings.concurrency)

@@ -26,6 +26,9 @@ pub enum Reason {
     /// This replica's clock is too far from the API server's: it does not lead (an Event
     /// about the Lease).
     ClockSkew,
+    /// The stored status has a value this controller cannot have written (a watermark in
+    /// the future): it was corrected.
+    ImpossibleStatus,
 }
 
 impl Reason {
@@ -43,6 +46,7 @@ impl Reason {
             Reason::ApplyFailed => "ApplyFailed",
             Reason::Recovered => "Recovered",
             Reason::ClockSkew => "ClockSkew",
+            Reason::ImpossibleStatus => "ImpossibleStatus",
         }
     }
 
@@ -61,6 +65,7 @@ impl Reason {
         match self {
             Reason::InvalidSpec | Reason::SpecWarning | Reason::RuleConflict => "Validate",
             Reason::TargetNotFound | Reason::TargetNotScalable => "ResolveTarget",
+            Reason::ImpossibleStatus => "ReadStatus",
             _ => "Apply",
         }
     }

@@ -21,6 +21,7 @@ use super::key::{ObjectKey, ObjectName};
 use super::metrics::ReconcileResult;
 use super::notice;
 use super::plan::{self, ApplyProblem, Outcome, Plan};
+use super::read_back::{ReadBack, read_back};
 use super::reason::Reason;
 use super::target::{Target, patch_params};
 use super::trace::TriggerTrace;
@@ -49,14 +50,16 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
         (Ok(not_acting(&ctx)), ReconcileResult::NotLeading)
     } else {
         let key = ObjectKey::of(&object);
-        match ctx.consistency.check(&key) {
+        let snapshot = object.resource_version();
+        match ctx.consistency.check(&key, snapshot.as_deref()) {
             Freshness::Stale { written, seen, .. } => {
                 ctx.metrics.stale_sync_skip();
                 tracing::debug!(tidal = %key, %written, %seen, "cache behind our own write: reconcile skipped");
                 (Ok(Action::requeue(STALE_RETRY)), ReconcileResult::StaleSkip)
             }
-            _ => {
-                let result = reconcile_fresh(object, &ctx).await;
+            freshness => {
+                let unsure = freshness == Freshness::Unsure;
+                let result = reconcile_fresh(object, unsure, &ctx).await;
                 let ended = match &result {
                     Ok(_) => ReconcileResult::Success,
                     Err(Error::NotActing) => ReconcileResult::NotLeading,
@@ -70,26 +73,53 @@ pub async fn reconcile(object: Arc<TidalScheduler>, ctx: Arc<Context>) -> Result
     result
 }
 
-/// Reconciles an object whose cache has seen this replica's writes.
-async fn reconcile_fresh(object: Arc<TidalScheduler>, ctx: &Context) -> Result<Action, Error> {
+/// Reconciles an object whose cache has seen this replica's writes — or, `unsure` of
+/// one (its outcome unknown), after reading it from the API server.
+async fn reconcile_fresh(
+    object: Arc<TidalScheduler>,
+    unsure: bool,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let key = ObjectKey::of(&object);
     let api: Api<TidalScheduler> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut object = object;
+    if unsure {
+        match reread(&api, &key, ctx).await? {
+            Some(fresh) => {
+                ctx.consistency.settled(&key);
+                object = fresh;
+            }
+            None => return Ok(Action::await_change()),
+        }
+    }
     for _ in 1..CONFLICT_ATTEMPTS {
         match reconcile_once(&object, &api, ctx).await {
-            Err(Error::Conflict) => match api.get_opt(&object.name_any()).await {
-                Ok(Some(fresh)) => object = Arc::new(fresh),
-                Ok(None) => {
-                    ctx.consistency.forget(&key);
-                    return Ok(Action::await_change());
-                }
-                Err(source) => return Err(Error::Read { source }),
+            Err(Error::Conflict) => match reread(&api, &key, ctx).await? {
+                Some(fresh) => object = fresh,
+                None => return Ok(Action::await_change()),
             },
             other => return other,
         }
     }
     reconcile_once(&object, &api, ctx).await
+}
+
+/// The object as the API server has it now; `None` (and its records forgotten) if it is
+/// gone.
+async fn reread(
+    api: &Api<TidalScheduler>,
+    key: &ObjectKey,
+    ctx: &Context,
+) -> Result<Option<Arc<TidalScheduler>>, Error> {
+    match api.get_opt(&key.name.name).await {
+        Ok(Some(fresh)) => Ok(Some(Arc::new(fresh))),
+        Ok(None) => {
+            ctx.consistency.forget(key);
+            Ok(None)
+        }
+        Err(source) => Err(Error::Read { source }),
+    }
 }
 
 /// What a reconcile that may not write does next. A standby keeps its cache warm but
@@ -131,8 +161,14 @@ async fn reconcile_once(
     let namespace = object.namespace().ok_or(Error::MissingNamespace)?;
     let mut memory = ctx.recall(&key);
     let now = ctx.clock.now();
-    let old = object.status.clone().unwrap_or_default();
     let generation = object.metadata.generation;
+    // `stored` is what the API server has (the patch is computed from it); `old` the same
+    // with any value this controller cannot have written corrected (read_back).
+    let stored = object.status.clone().unwrap_or_default();
+    let ReadBack {
+        status: old,
+        findings,
+    } = read_back(&stored, generation, now, ctx.status_tolerance);
 
     let calendars = ctx.calendars.for_namespace(&namespace);
     if uses_calendars(object) && !matches!(calendars, Some(caches) if caches.listed().await) {
@@ -146,11 +182,12 @@ async fn reconcile_once(
         Ok(planned) => planned,
         Err(problems) => {
             let new = plan::status_invalid(&old, &problems, generation, now);
-            if new != old {
-                write_status(ctx, api, object, &old, &new).await?;
+            if new != stored {
+                write_status(ctx, api, object, &stored, &new).await?;
                 if let Some((reason, note)) = notice::invalid(&old, &new) {
                     send(ctx, object, reason, note);
                 }
+                announce_corrections(ctx, object, &findings);
             }
             memory.armed = None;
             memory.failures = 0;
@@ -173,6 +210,8 @@ async fn reconcile_once(
         apply(object, &plan, &old, &mut memory, ctx, trace.as_ref()).await?
     };
     warnings.splice(0..0, valid.warnings);
+    // The Ready message of the write that corrects the status names each correction.
+    let shown: Vec<String> = warnings.iter().chain(&findings).cloned().collect();
 
     let trace_id = trace.as_ref().and_then(TriggerTrace::trace_id);
     // executionTime: the instant the status write starts (its span starts there too).
@@ -180,17 +219,17 @@ async fn reconcile_once(
     let outcome = Outcome {
         generation,
         history_limit: object.spec.history_limit,
-        warnings: &warnings,
+        warnings: &shown,
         problem: problem.as_ref(),
         now: execution,
         trace_id: trace_id.as_deref(),
     };
     let new = plan::status_after(&old, &plan, outcome);
-    if new != old {
+    if new != stored {
         let span = trace
             .as_ref()
             .map(|trace| trace.child("write status", execution));
-        let written = write_status(ctx, api, object, &old, &new)
+        let written = write_status(ctx, api, object, &stored, &new)
             .instrument(
                 span.as_ref()
                     .map_or_else(tracing::Span::none, |s| s.carrier()),
@@ -223,6 +262,7 @@ async fn reconcile_once(
         for (reason, note) in notice::after(&plan, &old, &new, problem.as_ref()) {
             send(ctx, object, reason, note);
         }
+        announce_corrections(ctx, object, &findings);
     }
     for (reason, note) in notice::warnings(&warnings, &memory.warned) {
         send(ctx, object, reason, note);
@@ -339,18 +379,37 @@ async fn write_status(
         .map_err(Error::Serialize)?;
     let params = patch_params();
     let (name, patch) = (object.name_any(), Patch::Merge(&patch));
-    match ctx
+    let unsure = || ctx.consistency.unsure(&ObjectKey::of(object));
+    ctx.gate.check()?;
+    let Ok(answer) = ctx
         .gate
         .guard(api.patch_status(&name, &params, &patch))
-        .await?
-    {
+        .await
+    else {
+        // Cancelled in flight: the API server may still have applied it.
+        unsure();
+        return Err(Error::NotActing);
+    };
+    match answer {
         Ok(written) => {
             ctx.consistency.wrote(&written);
             Ok(())
         }
         Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::Conflict),
-        Err(source) => Err(Error::WriteStatus { source }),
+        Err(source) => {
+            if !refused(&source) {
+                unsure();
+            }
+            Err(Error::WriteStatus { source })
+        }
     }
+}
+
+/// Whether the API server answered that it did not apply a write (a 4xx status); after
+/// anything else — no answer, a timeout, a 5xx such as etcd's "may still be processing"
+/// — it may have.
+fn refused(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if (400..500).contains(&status.code))
 }
 
 /// The next wake-up: the next trigger, sooner after a problem, never later than
@@ -412,6 +471,14 @@ fn log_trigger(
             trace_id,
             "trigger failed"
         ),
+    }
+}
+
+/// A Warning Event per correction of the stored status, once it is written right.
+fn announce_corrections(ctx: &Context, object: &TidalScheduler, findings: &[String]) {
+    for finding in findings {
+        tracing::warn!(tidal = %ObjectName::of(object), finding, "impossible status corrected");
+        send(ctx, object, Reason::ImpossibleStatus, finding.clone());
     }
 }
 

@@ -4,8 +4,12 @@
 //! the reconcile records each status write ([`Consistency::wrote`]) and, before acting,
 //! asks whether its cache has caught up with its owner's last write
 //! ([`Consistency::check`]) — a cache that has not would show an outdated object, so
-//! that reconcile is skipped and retried shortly. The watch echo of our own last write
-//! triggers no reconcile ([`Consistency::is_echo`]).
+//! that reconcile is skipped and retried shortly. The object the reconcile was handed is
+//! judged by its own resourceVersion: the cache may have moved past our write after that
+//! snapshot was taken. A write whose outcome is unknown (cancelled when leadership ended,
+//! or unanswered) is recorded as such ([`Consistency::unsure`]): the next reconcile reads
+//! the object from the API server instead of trusting any cache. The watch echo of our
+//! own last write triggers no reconcile ([`Consistency::is_echo`]).
 
 mod store;
 
@@ -56,6 +60,8 @@ pub struct Consistency {
     /// By watch scope: a namespace, or `None` for all.
     caches: HashMap<Option<String>, Cache>,
     echoes: Mutex<HashMap<ObjectName, Echo>>,
+    /// Objects (with their UID) a write of ours may have changed unrecorded.
+    unsure: Mutex<HashMap<ObjectName, String>>,
 }
 
 impl Consistency {
@@ -76,6 +82,7 @@ impl Consistency {
             store: ConsistencyStore::default(),
             caches,
             echoes: Mutex::default(),
+            unsure: Mutex::default(),
         }
     }
 
@@ -111,17 +118,37 @@ impl Consistency {
         }
     }
 
-    /// Whether the cache holding `key` has seen our last write of it.
-    pub fn check(&self, key: &ObjectKey) -> Freshness {
+    /// Whether `snapshot`, the resourceVersion of the copy of `key` a reconcile is about to
+    /// act on, includes our last write of it (without one: whether the cache holding it has
+    /// seen that write).
+    pub fn check(&self, key: &ObjectKey, snapshot: Option<&str>) -> Freshness {
+        if lock(&self.unsure).get(&key.name) == Some(&key.uid) {
+            return Freshness::Unsure;
+        }
         let cache = self
             .caches
             .get(&Some(key.name.namespace.clone()))
             .or_else(|| self.caches.get(&None));
+        let snapshot = snapshot.filter(|v| compare_resource_versions(v, v).is_some());
         self.store.check(key, |resource| {
             (resource == TIDAL_SCHEDULERS)
-                .then(|| cache.and_then(|cache| cache.version.newest()))
+                .then(|| match snapshot {
+                    Some(version) => Some(version.to_owned()),
+                    None => cache.and_then(|cache| cache.version.newest()),
+                })
                 .flatten()
         })
+    }
+
+    /// Records that a write of ours to `key` may have been applied unrecorded: until
+    /// [`Consistency::settled`], [`Consistency::check`] answers [`Freshness::Unsure`].
+    pub fn unsure(&self, key: &ObjectKey) {
+        lock(&self.unsure).insert(key.name.clone(), key.uid.clone());
+    }
+
+    /// `key` was read from the API server after an unsure write.
+    pub fn settled(&self, key: &ObjectKey) {
+        lock(&self.unsure).remove(&key.name);
     }
 
     /// Records our status write, from the object the API server answered with.
@@ -159,11 +186,13 @@ impl Consistency {
     /// Forgets `key`'s writes (it was not found).
     pub fn forget(&self, key: &ObjectKey) {
         self.store.forget(key);
+        self.settled(key);
     }
 
-    /// Drops the echoes of objects that no longer exist.
+    /// Drops the echoes and unsure writes of objects that no longer exist.
     pub fn forget_all_but(&self, existing: &HashSet<ObjectName>) {
         lock(&self.echoes).retain(|name, _| existing.contains(name));
+        lock(&self.unsure).retain(|name, _| existing.contains(name));
     }
 }
 
@@ -202,10 +231,49 @@ mod tests {
         let written = object("a", "u1", "12");
         consistency.wrote(&written);
         let key = ObjectKey::of(&written);
-        assert!(matches!(consistency.check(&key), Freshness::Stale { .. }));
+        assert!(matches!(
+            consistency.check(&key, None),
+            Freshness::Stale { .. }
+        ));
         // A bookmark (or another object's event) past our write vouches for it.
         consistency.progress(&scope)("13");
-        assert_eq!(consistency.check(&key), Freshness::Fresh);
+        assert_eq!(consistency.check(&key, None), Freshness::Fresh);
+    }
+
+    #[test]
+    fn a_snapshot_older_than_our_write_is_stale_even_once_the_cache_has_moved_on() {
+        // The reconcile was handed its copy (version 10) just before the watch delivered
+        // our write (12): the cache has seen it, the copy has not.
+        let consistency = consistency();
+        let scope = Some("ns".to_owned());
+        consistency.observe(&scope, &watcher::Event::Apply(object("a", "u1", "10")));
+        let written = object("a", "u1", "12");
+        consistency.wrote(&written);
+        consistency.observe(&scope, &watcher::Event::Apply(written.clone()));
+        let key = ObjectKey::of(&written);
+        assert!(matches!(
+            consistency.check(&key, Some("10")),
+            Freshness::Stale { written, seen, .. } if written == "12" && seen == "10"
+        ));
+        assert_eq!(consistency.check(&key, Some("12")), Freshness::Fresh);
+    }
+
+    #[test]
+    fn an_unsure_write_asks_for_a_read_until_settled() {
+        let consistency = consistency();
+        let key = ObjectKey::of(&object("a", "u1", "10"));
+        consistency.unsure(&key);
+        assert_eq!(consistency.check(&key, Some("10")), Freshness::Unsure);
+        assert_eq!(
+            consistency.check(&ObjectKey::of(&object("a", "u2", "10")), Some("10")),
+            Freshness::Fresh,
+            "another object of the same name"
+        );
+        consistency.settled(&key);
+        assert_eq!(consistency.check(&key, Some("10")), Freshness::Fresh);
+        consistency.unsure(&key);
+        consistency.forget_all_but(&HashSet::new());
+        assert_eq!(consistency.check(&key, Some("10")), Freshness::Fresh);
     }
 
     #[test]
@@ -233,7 +301,7 @@ mod tests {
         consistency.wrote(&written);
         consistency.observe(&scope, &watcher::Event::Delete(object("a", "u1", "11")));
         assert_eq!(
-            consistency.check(&ObjectKey::of(&written)),
+            consistency.check(&ObjectKey::of(&written), None),
             Freshness::Fresh
         );
     }

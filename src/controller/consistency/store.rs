@@ -36,6 +36,10 @@ pub enum Freshness {
         /// The newest resourceVersion the cache has seen.
         seen: String,
     },
+    /// A write of ours to this owner may have been applied without our knowing its
+    /// resourceVersion (cancelled when leadership ended, or unanswered): no cache can vouch
+    /// for it, so the object must be read from the API server before acting.
+    Unsure,
 }
 
 /// What one owner (by UID) has written.
