@@ -11,7 +11,9 @@
 //!
 //! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; the README keeps
 //! them). `TIDAL_BENCH_OBJECTS=N` runs only the latency case of N objects (0: none);
-//! `TIDAL_BENCH_SKIP_RSS=1` skips the 10,000-object part; `TIDAL_BENCH_BASELINE_WATCH=1`
+//! `TIDAL_BENCH_ROUNDS=N` runs N rounds of each side, once; `TIDAL_BENCH_SKIP_RSS=1` skips
+//! the 10,000-object part, `TIDAL_BENCH_RSS_OBJECTS=N` gives it N objects (CI runs every
+//! bench once at its smallest size, see `.ci/run`); `TIDAL_BENCH_BASELINE_WATCH=1`
 //! keeps a watch open on the baseline's objects, as the controller has on its own.
 //! `TIDAL_BENCH_APPLY=Scale` runs the objects in `Scale` mode, each with a Deployment of
 //! its own: the controller then writes each target fenced (read, then a server-side
@@ -108,11 +110,16 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|n| n.parse().ok());
     // (objects, rounds, seconds between slots, repetitions): a p99 needs 100 samples to be
     // more than the maximum, and an object holds at most 100 rules, hence 5 × 20 for 1.
+    // `TIDAL_BENCH_ROUNDS=N`: N rounds, once (CI's smoke run: 1).
+    let rounds_given: Option<usize> = std::env::var("TIDAL_BENCH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok());
     for (objects, rounds, spacing, repetitions) in [(1, 20, 1, 5), (100, 5, 4, 1), (1000, 3, 8, 1)]
     {
         if only.is_some_and(|only| only != objects) {
             continue;
         }
+        let (rounds, repetitions) = rounds_given.map_or((rounds, repetitions), |n| (n, 1));
         let (mut controller, mut baseline) = (Vec::new(), Vec::new());
         // Tracing mode: twice as many repetitions, the sides swapping slots each time, so
         // that neither always goes first.
@@ -143,7 +150,11 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     if std::env::var_os("TIDAL_BENCH_SKIP_RSS").is_none() {
-        memory(10_000).await?;
+        let objects = std::env::var("TIDAL_BENCH_RSS_OBJECTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        memory(objects).await?;
     }
     Ok(())
 }
@@ -466,13 +477,13 @@ impl Controller {
                 .create(&PostParams::default(), &deployment("web"))
                 .await?;
         }
-        let endpoint = jaeger().otlp_http_endpoint();
-        let vars: &[(&str, &str)] = if traced {
-            &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())]
-        } else {
-            &[]
-        };
-        let process = run_controller(&env, vars);
+        // Only a traced run asks for Jaeger: an untraced control plane has none.
+        let endpoint = traced.then(|| jaeger().otlp_http_endpoint());
+        let vars: Vec<(&str, &str)> = endpoint
+            .iter()
+            .map(|endpoint| ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()))
+            .collect();
+        let process = run_controller(&env, &vars);
         create_round_objects(&env, objects, &instants).await?;
         wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
         let cpu_before = cpu_seconds(&process)?;
