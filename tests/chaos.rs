@@ -3,13 +3,17 @@
 //! each must pass the one invariant checker — no instant lost or applied twice, no
 //! zombie write, lateness and convergence within the scenario's bounds — and show that
 //! its fault really happened (a failover, 429s, a skewed leader stepping down).
+//! The suite shares its machine (a build beside it, a busy laptop), so the runner's
+//! timing bounds are `Patience::Loaded`: from the takeover each run observed, with
+//! headroom; the invariants are exact and the tight figures are in the printed report.
 //! The control-plane restarts are in `chaos_control_plane.rs`: they would stop this
 //! binary's other scenarios' API server.
 
 use std::time::Duration;
 
+use tidal_chaos::check::Holding;
 use tidal_chaos::report::{Report, table};
-use tidal_chaos::run::{Limits, run_local};
+use tidal_chaos::run::{Limits, Patience, run_local};
 use tidal_chaos::scenario::Scenario;
 
 /// Runs `scenario` with `faults` faults; fails on any problem the checker found.
@@ -17,6 +21,7 @@ async fn drill(scenario: Scenario, faults: usize) -> Report {
     let limits = Limits {
         faults,
         duration: Duration::from_secs(300),
+        patience: Patience::Loaded,
     };
     let report = run_local(scenario, limits)
         .await
@@ -54,8 +59,20 @@ async fn leader_sigkill() {
 async fn leader_pod_deleted() {
     let report = drill(Scenario::LeaderPodDeleted, 3).await;
     assert_failed_over(&report);
-    // A released Lease is taken within about a retry period, not a lease duration.
-    assert!(report.failover.max < 3000.0, "{:?}", report.failover);
+    // A terminated leader hands the Lease over: released before anyone else holds it,
+    // so the successor never waits out a lease duration (however slow the machine).
+    for fault in report.faults.iter().filter(|f| f.leader) {
+        let after: Vec<&Holding> = report
+            .holdings
+            .iter()
+            .filter(|h| h.at >= fault.start)
+            .collect();
+        assert!(
+            after.first().is_some_and(|h| h.holder.is_empty()),
+            "{} did not release the Lease before the next holder: {after:#?}",
+            fault.target
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tidal_chaos::report::table;
-use tidal_chaos::run::{Limits, run_local};
+use tidal_chaos::run::{Limits, Patience, run_local};
 use tidal_chaos::scenario::Scenario;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -13,6 +13,7 @@ async fn api_server_and_etcd_restarts() {
         let limits = Limits {
             faults: 2,
             duration: Duration::from_secs(300),
+            patience: Patience::Loaded,
         };
         let report = run_local(scenario, limits)
             .await

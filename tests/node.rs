@@ -29,7 +29,7 @@ use common::tide::{
 };
 use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::table as chaos_table;
-use tidal_chaos::run::{Limits, Target, run_mixed};
+use tidal_chaos::run::{Limits, Patience, Target, run_mixed};
 use tidal_chaos::scenario::{Mode, Scenario};
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
@@ -764,6 +764,7 @@ async fn the_chaos_scenarios_pass_in_cluster() {
     let limits = Limits {
         faults: 1,
         duration: Duration::from_secs(300),
+        patience: Patience::Loaded,
     };
     let in_cluster: Vec<Scenario> = Scenario::ALL
         .into_iter()

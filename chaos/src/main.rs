@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::{Report, table};
-use tidal_chaos::run::{Limits, Target, run_mixed};
+use tidal_chaos::run::{Limits, Patience, Target, run_mixed};
 use tidal_chaos::scenario::{Mode, Scenario};
 use tidal_chaos::timeline;
 use tidal_chaos::timing::parse_duration;
@@ -88,6 +88,11 @@ struct TargetArgs {
     /// In-cluster: the image of the workload's pods (must be on the node).
     #[arg(long, default_value = "registry.k8s.io/pause:3.10")]
     workload_image: String,
+    /// `strict`: lateness and convergence bounds from the Lease timing; `loaded`: on a
+    /// machine busy with other work, from the takeover observed, with headroom. The
+    /// invariants are exact either way.
+    #[arg(long, value_enum, default_value = "strict")]
+    patience: Patience,
 }
 
 impl TargetArgs {
@@ -157,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
             let limits = Limits {
                 faults,
                 duration: max_duration,
+                patience: target.patience,
             };
             let mut reports = Vec::new();
             for scenario in scenarios {
@@ -179,7 +185,11 @@ async fn main() -> anyhow::Result<()> {
                 .into_iter()
                 .filter(|s| *s != Scenario::FailoverBurst)
                 .collect();
-            let limits = Limits { faults, duration };
+            let limits = Limits {
+                faults,
+                duration,
+                patience: target.patience,
+            };
             let report = run_mixed(&scenarios, limits, &target.target())
                 .await
                 .map_err(|e| anyhow::anyhow!("soak: {e}"))?;
