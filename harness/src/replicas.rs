@@ -1,12 +1,15 @@
 //! Several controller replicas on one test namespace, campaigning for its Lease with short
 //! durations, what their logs say they applied, and the workload the drills run.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
 use tidal_scheduler::api::{NoCalendars, validate};
 use tidal_scheduler::schedule::Tide;
@@ -58,6 +61,53 @@ pub async fn lease_record(leases: &Api<Lease>, name: &str) -> (String, i32) {
         spec.holder_identity.unwrap_or_default(),
         spec.lease_transitions.unwrap_or(0),
     )
+}
+
+/// Every holder the Lease had since [`HolderLog::start`], as its watch delivered them (a
+/// release shows as `""`), each stamped when seen: a brief state that polling could miss
+/// is kept.
+pub struct HolderLog {
+    changes: Arc<Mutex<Vec<(Timestamp, String)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HolderLog {
+    /// Starts watching the test's Lease.
+    pub fn start(env: &TestEnv) -> HolderLog {
+        let changes = Arc::new(Mutex::new(Vec::new()));
+        let leases: Api<Lease> = env.api();
+        let config = watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}"));
+        let log = changes.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher(leases, config).default_backoff().boxed();
+            while let Some(event) = events.next().await {
+                let lease = match event {
+                    Ok(watcher::Event::Apply(lease) | watcher::Event::InitApply(lease)) => lease,
+                    _ => continue,
+                };
+                let holder = lease
+                    .spec
+                    .and_then(|s| s.holder_identity)
+                    .unwrap_or_default();
+                let mut log = log.lock().expect("holder log");
+                if log.last().is_none_or(|(_, last)| *last != holder) {
+                    log.push((Timestamp::now(), holder));
+                }
+            }
+        });
+        HolderLog { changes, task }
+    }
+
+    /// The holder changes seen so far, oldest first.
+    pub fn changes(&self) -> Vec<(Timestamp, String)> {
+        self.changes.lock().expect("holder log").clone()
+    }
+}
+
+impl Drop for HolderLog {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Polls the Lease (every 20 ms) until its holder satisfies `wanted`; returns the holder.

@@ -172,7 +172,27 @@ impl<L: LeaseLock> Elector<L> {
             return Ok(());
         };
         let released = observed.released(self.clock.now());
-        self.lock.update(&released).await?;
+        match self.lock.update(&released).await {
+            Ok(()) => {}
+            // A renewal of ours taken for failed (it was only slow: a loaded machine) may
+            // have landed since we last read: if the Lease still names us, nobody else
+            // holds it, and releasing the version we now read hands it over at once
+            // instead of making the successor wait out a lease duration.
+            Err(LockError::Conflict) => {
+                let Some(current) = self.lock.get().await? else {
+                    return Ok(());
+                };
+                if current.holder != self.identity {
+                    self.observe(current);
+                    return Ok(());
+                }
+                let released = current.released(self.clock.now());
+                self.lock.update(&released).await?;
+                self.observe(released);
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        }
         self.observe(released);
         Ok(())
     }

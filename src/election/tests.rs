@@ -203,6 +203,42 @@ async fn a_released_lease_is_taken_at_the_next_attempt() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_renewal_that_landed_unseen_does_not_keep_the_lease_from_being_released() {
+    let store: Arc<Mutex<Store>> = Arc::default();
+    let mut a = elector(&store, "a");
+    let mut b = elector(&store, "b");
+    a.try_acquire_or_renew().await;
+    // A renewal of a's that a took for failed landed after all: the Lease still names a,
+    // at a version a has not seen.
+    {
+        let mut store = store.lock().unwrap();
+        store.version += 1;
+        store.record.as_mut().unwrap().renew_time = Some(Timestamp::now());
+    }
+    a.release().await.unwrap();
+    assert_eq!(
+        record(&store).holder,
+        "",
+        "released at the version read again"
+    );
+    assert_eq!(b.try_acquire_or_renew().await, Attempt::Holding);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_that_finds_another_holder_leaves_it() {
+    let store: Arc<Mutex<Store>> = Arc::default();
+    let mut a = elector(&store, "a");
+    a.try_acquire_or_renew().await;
+    {
+        let mut store = store.lock().unwrap();
+        store.version += 1;
+        store.record.as_mut().unwrap().holder = "c".to_owned();
+    }
+    a.release().await.unwrap();
+    assert_eq!(record(&store).holder, "c");
+}
+
+#[tokio::test(start_paused = true)]
 async fn releasing_a_lease_held_by_another_does_nothing() {
     let store = Arc::default();
     let mut a = elector(&store, "a");
