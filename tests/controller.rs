@@ -57,25 +57,6 @@ async fn create_running(env: &TestEnv, name: &str) {
     .await;
 }
 
-/// Replaces the rules of `name` (merge patch) and waits until the controller saw the edit.
-async fn set_rules(env: &TestEnv, name: &str, rules: &[(&str, &str, i32)]) {
-    let rules: Vec<_> = rules
-        .iter()
-        .map(|(rule, cron, replicas)| json!({ "name": rule, "cron": cron, "replicas": replicas }))
-        .collect();
-    let edit = json!({ "spec": { "triggers": { "times": { "rules": rules } } } });
-    let edited = env
-        .api::<TidalScheduler>()
-        .patch(name, &PatchParams::default(), &Patch::Merge(&edit))
-        .await
-        .expect("edit the rules");
-    let generation = edited.metadata.generation;
-    wait_status(env, name, "the edit reconciled", move |s| {
-        s.observed_generation == generation
-    })
-    .await;
-}
-
 /// Creates the Deployment `web` and the HPA `web-hpa` (1 to 20) scaling it.
 async fn create_deployment_with_hpa(env: &TestEnv) -> Api<HorizontalPodAutoscaler> {
     create_deployment(env, "web").await;

@@ -29,43 +29,6 @@ async fn three_replicas_leading(env: &TestEnv) -> (Vec<Process>, String) {
     (replicas, leader)
 }
 
-/// Waits until the Lease's watch has delivered `holder` (so a release after it is seen).
-async fn wait_holder_logged(holders: &HolderLog, holder: &str) {
-    eventually("the leader in the Lease's watch", || async {
-        let changes = holders.changes();
-        match changes.last() {
-            Some((_, last)) if last == holder => Ok(()),
-            _ => Err(format!("{changes:?}")),
-        }
-    })
-    .await;
-}
-
-/// Replaces the rules of `web` and waits until the leader reconciled the edit.
-async fn set_rules(env: &TestEnv, rules: &[(&str, &str, i32)]) {
-    let rules: Vec<_> = rules
-        .iter()
-        .map(|(rule, cron, replicas)| {
-            serde_json::json!({ "name": rule, "cron": cron, "replicas": replicas })
-        })
-        .collect();
-    let edit = serde_json::json!({ "spec": { "triggers": { "times": { "rules": rules } } } });
-    let edited = env
-        .api::<tidal_scheduler::api::TidalScheduler>()
-        .patch(
-            "web",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&edit),
-        )
-        .await
-        .expect("edit the rules");
-    let generation = edited.metadata.generation;
-    wait_status(env, "web", "the edit reconciled", move |s| {
-        s.observed_generation == generation
-    })
-    .await;
-}
-
 /// Waits until `count` triggers after `after` are in the status history.
 async fn wait_triggers_after(env: &TestEnv, after: Timestamp, count: usize, what: &str) {
     wait_status(env, "web", what, |s| {
@@ -187,7 +150,7 @@ async fn a_leader_killed_just_before_an_instant_is_caught_up_once_by_its_success
     let instant = loop {
         let instant = second_after(Duration::from_secs(4));
         let edge = once_at(instant);
-        set_rules(&env, &[BASE, ("edge", &edge, 7)]).await;
+        set_rules(&env, "web", &[BASE, ("edge", &edge, 7)]).await;
         if Timestamp::now() < instant - SignedDuration::from_millis(700) {
             break instant;
         }
@@ -233,7 +196,7 @@ async fn a_terminated_leader_releases_the_lease_to_a_standby() {
     let (mut replicas, leader) = three_replicas_leading(&env).await;
 
     let holders = HolderLog::start(&env);
-    wait_holder_logged(&holders, &leader).await;
+    holders.wait_for(&leader).await;
     let terminated = Instant::now();
     replica(&mut replicas, &leader).signal("TERM");
     let successor = wait_holder(&env, "successor", |h| !h.is_empty() && h != leader).await;
@@ -244,15 +207,10 @@ async fn a_terminated_leader_releases_the_lease_to_a_standby() {
     );
     // Released before anyone else held it: the successor did not wait out a lease
     // duration, whatever the machine's load made of the times.
-    let changes: Vec<String> = holders.changes().into_iter().map(|(_, h)| h).collect();
-    let from = changes
-        .iter()
-        .rposition(|h| *h == leader)
-        .expect("the leader seen");
-    assert_eq!(
-        changes.get(from + 1).map(String::as_str),
-        Some(""),
-        "no release between {leader} and the next holder: {changes:?}"
+    assert!(
+        holders.released_by(&leader),
+        "{leader} did not release the Lease before the next holder: {:?}",
+        holders.changes()
     );
     let took_over = Timestamp::now();
     let old = replica(&mut replicas, &leader);

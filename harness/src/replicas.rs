@@ -74,9 +74,13 @@ pub struct HolderLog {
 impl HolderLog {
     /// Starts watching the test's Lease.
     pub fn start(env: &TestEnv) -> HolderLog {
+        HolderLog::watch(env.api(), LEASE_NAME)
+    }
+
+    /// Starts watching the Lease `name` of `leases`.
+    pub fn watch(leases: Api<Lease>, name: &str) -> HolderLog {
         let changes = Arc::new(Mutex::new(Vec::new()));
-        let leases: Api<Lease> = env.api();
-        let config = watcher::Config::default().fields(&format!("metadata.name={LEASE_NAME}"));
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let log = changes.clone();
         let task = tokio::spawn(async move {
             let mut events = watcher(leases, config).default_backoff().boxed();
@@ -101,6 +105,30 @@ impl HolderLog {
     /// The holder changes seen so far, oldest first.
     pub fn changes(&self) -> Vec<(Timestamp, String)> {
         self.changes.lock().expect("holder log").clone()
+    }
+
+    /// Waits until the watch has delivered `holder` as the current one (so that a release
+    /// after it is seen).
+    pub async fn wait_for(&self, holder: &str) {
+        crate::tide::eventually("the holder in the Lease's watch", || async {
+            let changes = self.changes();
+            match changes.last() {
+                Some((_, last)) if last == holder => Ok(()),
+                _ => Err(format!("{changes:?}")),
+            }
+        })
+        .await;
+    }
+
+    /// Whether the holder after `holder`'s last holding was nobody: it released the Lease
+    /// before anyone else took it.
+    pub fn released_by(&self, holder: &str) -> bool {
+        let changes = self.changes();
+        changes
+            .iter()
+            .rposition(|(_, h)| h == holder)
+            .and_then(|at| changes.get(at + 1))
+            .is_some_and(|(_, next)| next.is_empty())
     }
 }
 

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{Condition, await_condition};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tidal_scheduler::api::{HistoryEntry, TidalScheduler, TidalSchedulerStatus};
 use tidal_scheduler::schedule::{Tide, Trigger};
 
@@ -137,6 +137,25 @@ where
             panic!("{name}: no {what} within {PATIENCE:?}; last seen: {now:#?}")
         }
     }
+}
+
+/// Replaces the rules of `name` (merge patch) and waits until the controller saw the edit.
+pub async fn set_rules(env: &TestEnv, name: &str, rules: &[(&str, &str, i32)]) {
+    let rules: Vec<_> = rules
+        .iter()
+        .map(|(rule, cron, replicas)| json!({ "name": rule, "cron": cron, "replicas": replicas }))
+        .collect();
+    let edit = json!({ "spec": { "triggers": { "times": { "rules": rules } } } });
+    let edited = env
+        .api::<TidalScheduler>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit the rules");
+    let generation = edited.metadata.generation;
+    wait_status(env, name, "the edit reconciled", move |s| {
+        s.observed_generation == generation
+    })
+    .await;
 }
 
 /// Waits until the status of `name` satisfies `test`.
