@@ -273,7 +273,8 @@ fn no_orphans_when_the_test_process_dies() {
         .into_iter()
         .map(|signal| {
             let dir = scratch_dir(&format!("orphan-probe-{signal}"));
-            let child = Command::new(std::env::current_exe().expect("current_exe"))
+            let mut command = Command::new(std::env::current_exe().expect("current_exe"));
+            command
                 .args([
                     "--exact",
                     "no_orphans_when_the_test_process_dies",
@@ -282,9 +283,17 @@ fn no_orphans_when_the_test_process_dies() {
                 .env(PROBE_DIR, &dir)
                 .process_group(0)
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn the probe");
+                .stderr(Stdio::null());
+            // A suite started in the background (`cargo test &`, nohup) inherits SIGINT
+            // ignored, and so would the probe: give it the default, as in a terminal.
+            // SAFETY: between fork and exec only `signal`, which is async-signal-safe.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+            let child = command.spawn().expect("spawn the probe");
             (signal, dir, child)
         })
         .collect();
@@ -311,7 +320,17 @@ fn no_orphans_when_the_test_process_dies() {
             .status()
             .expect("run kill");
         assert!(killed.success());
-        let status = child.wait().expect("wait for the probe");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for the probe") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("probe survived SIG{signal} for 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         assert!(!status.success(), "probe survived SIG{signal}");
 
         eventually(
