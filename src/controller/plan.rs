@@ -304,7 +304,7 @@ fn micros(time: Timestamp) -> Timestamp {
 }
 
 /// `time` truncated to whole seconds (what a Time keeps through the API).
-fn seconds(time: Timestamp) -> Timestamp {
+pub(crate) fn seconds(time: Timestamp) -> Timestamp {
     Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 

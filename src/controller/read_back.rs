@@ -22,6 +22,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
+use super::plan::seconds;
 use crate::api::TidalSchedulerStatus;
 
 /// The status to act on and what was wrong with the stored one.
@@ -112,11 +113,6 @@ pub fn read_back(
     }
 
     ReadBack { status, findings }
-}
-
-/// `time` in whole seconds, as the messages show instants.
-fn seconds(time: Timestamp) -> Timestamp {
-    Timestamp::from_second(time.as_second()).unwrap_or(time)
 }
 
 #[cfg(test)]
