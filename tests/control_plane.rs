@@ -82,8 +82,28 @@ fn provision_is_idempotent_and_prints_the_directory_last() {
         assert!(output.status.success(), "{tool} {args:?}");
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    assert!(version("kube-apiserver", &["--version"]).contains("Kubernetes v1.34."));
-    assert!(version("kubectl", &["version", "--client"]).contains("Client Version: v1.34."));
+    // The directory is named by the Kubernetes version it holds (bin-kubernetes-vX.Y.Z-etcd-…),
+    // which is the one a wrapper module of tests/control-plane/kubernetes/ pins.
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let kubernetes = name
+        .strip_prefix("bin-kubernetes-")
+        .and_then(|rest| rest.split("-etcd-").next())
+        .unwrap_or_else(|| panic!("{name}: not named by its Kubernetes version"));
+    let pinned = std::fs::read_dir(Path::new(REPO).join("tests/control-plane/kubernetes"))
+        .unwrap()
+        .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path().join("go.mod")).ok())
+        .any(|go_mod| go_mod.contains(&format!("k8s.io/kubernetes {kubernetes}\n")));
+    assert!(
+        pinned,
+        "{kubernetes} is pinned by no module of tests/control-plane/kubernetes/"
+    );
+    assert!(
+        version("kube-apiserver", &["--version"]).contains(&format!("Kubernetes {kubernetes}\n"))
+    );
+    assert!(
+        version("kubectl", &["version", "--client"])
+            .contains(&format!("Client Version: {kubernetes}\n"))
+    );
     assert!(version("etcd", &["--version"]).contains("etcd Version: 3.6."));
 }
 

@@ -10,11 +10,12 @@
 #   provision.sh keda   only KEDA's operator and metrics API server (the peers benchmark,
 #                       benches/peers/; several minutes cold), printing their directory
 #
-# The versions are the ones pinned by the Go modules next to this script (kubernetes/,
+# The versions are the ones pinned by the Go modules next to this script (kubernetes/MINOR/,
 # etcd/, helm/, jaeger/, prometheus/, toxiproxy/, keda/ go.mod; go.sum verifies every
-# download).
+# download). kubernetes/wrapper.sh writes a new minor's module.
 #
 # Environment:
+#   TIDAL_KUBERNETES_MINOR     the Kubernetes minor to build, one of kubernetes/*/ (default 1.34)
 #   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
 #   GOPROXY, GOMODCACHE, ...   the usual Go settings
 set -euo pipefail
@@ -33,7 +34,11 @@ required_version() { # module-dir module-path
   awk -v m="$2" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' \
     "$here/$1/go.mod"
 }
-kubernetes_version="$(required_version kubernetes k8s.io/kubernetes)"
+kubernetes_minor="${TIDAL_KUBERNETES_MINOR:-1.34}"
+kubernetes_module="kubernetes/$kubernetes_minor"
+[ -f "$here/$kubernetes_module/go.mod" ] ||
+  die "no Kubernetes $kubernetes_minor here: TIDAL_KUBERNETES_MINOR is one of $(cd "$here/kubernetes" && ls -d -- */ | tr -d / | tr '\n' ' ')"
+kubernetes_version="$(required_version "$kubernetes_module" k8s.io/kubernetes)"
 etcd_version="$(required_version etcd go.etcd.io/etcd/server/v3)"
 jaeger_version="$(required_version jaeger github.com/jaegertracing/jaeger)"
 prometheus_version="$(required_version prometheus github.com/prometheus/prometheus)"
@@ -114,9 +119,9 @@ done
 kubernetes_dir="$cache_root/kubernetes-$kubernetes_version"
 etcd_dir="$cache_root/etcd-$etcd_version"
 node_dir="$cache_root/kubernetes-node-$kubernetes_version"
-build kubernetes "$kubernetes_dir" "$version_ldflags" \
+build "$kubernetes_module" "$kubernetes_dir" "$version_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
-build kubernetes "$node_dir" "$version_ldflags" \
+build "$kubernetes_module" "$node_dir" "$version_ldflags" \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
   kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
@@ -143,8 +148,8 @@ if [ -d "$pause_dir" ]; then
   log "cached: $pause_dir"
 else
   command -v cc >/dev/null 2>&1 || die "a C compiler (cc) is required to build the pause image"
-  (cd "$here/kubernetes" && go mod download k8s.io/kubernetes) || die "downloading k8s.io/kubernetes failed"
-  source_dir="$(cd "$here/kubernetes" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
+  (cd "$here/$kubernetes_module" && go mod download k8s.io/kubernetes) || die "downloading k8s.io/kubernetes failed"
+  source_dir="$(cd "$here/$kubernetes_module" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)"
   mkdir -p "$pause_dir.partial.$$"
   cc -static -O2 -s -DVERSION="$kubernetes_version" -o "$pause_dir.partial.$$/pause" \
     "$source_dir/build/pause/linux/pause.c" || die "building pause failed"
