@@ -782,6 +782,7 @@ async fn the_chaos_scenarios_pass_in_cluster() {
         containerd: Some(node.containerd_address().to_owned()),
         audit_log: Some(node.dir().join("audit.log")),
         workload_image: node.pause_image().to_owned(),
+        upgrades: Vec::new(),
     };
     let limits = Limits {
         faults: 1,

@@ -36,6 +36,10 @@ pub struct Installation {
     pub audit_log: Option<PathBuf>,
     /// The image of the workload's pods (present on the node).
     pub workload_image: String,
+    /// The commands of the `upgrade` scenario, one per fault in turn (run by `sh -c`,
+    /// with `KUBECONFIG` set): each moves the Deployment to another version, e.g.
+    /// `helm upgrade …` then `helm rollback …`.
+    pub upgrades: Vec<String>,
 }
 
 /// The installed controller and a namespace of the scenario's own for its workload.
@@ -178,6 +182,39 @@ impl InCluster {
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| format!("restart Deployment {name}: {e}"))?;
+        self.wait_rolled_out(limit).await
+    }
+
+    /// Runs upgrade command `round` (modulo their number) and waits until the
+    /// Deployment's rollout is complete.
+    pub async fn upgrade(&self, round: usize, limit: Duration) -> Result<(), String> {
+        let commands = &self.installation.upgrades;
+        if commands.is_empty() {
+            return Err("the upgrade scenario needs a command: pass --upgrade-command".to_owned());
+        }
+        let command = &commands[round % commands.len()];
+        let output = tokio::process::Command::new("sh")
+            .args(["-c", command])
+            .env("KUBECONFIG", &self.installation.kubeconfig)
+            .output()
+            .await
+            .map_err(|e| format!("run sh -c {command:?}: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "upgrade command {command:?}: {}\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        self.wait_rolled_out(limit).await
+    }
+
+    /// Waits until every replica of the Deployment runs its current template.
+    async fn wait_rolled_out(&self, limit: Duration) -> Result<(), String> {
+        let deployments: Api<Deployment> =
+            Api::namespaced(self.client.clone(), &self.installation.namespace);
+        let name = &self.installation.deployment;
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let deployment = deployments.get(name).await.map_err(|e| e.to_string())?;

@@ -88,6 +88,12 @@ struct TargetArgs {
     /// In-cluster: the image of the workload's pods (must be on the node).
     #[arg(long, default_value = "registry.k8s.io/pause:3.10")]
     workload_image: String,
+    /// In-cluster: a command of the `upgrade` scenario (run by `sh -c` with `KUBECONFIG`
+    /// set) that moves the Deployment to another version, e.g. `helm upgrade
+    /// tidal-scheduler ./chart -n tidal-system`; repeated, the faults run them in turn
+    /// (an upgrade, then a rollback).
+    #[arg(long)]
+    upgrade_command: Vec<String>,
     /// `strict`: lateness and convergence bounds from the Lease timing; `loaded`: on a
     /// machine busy with other work, from the takeover observed, with headroom. The
     /// invariants are exact either way.
@@ -115,6 +121,7 @@ impl TargetArgs {
                     containerd: self.containerd_address.clone(),
                     audit_log: self.audit_log.clone(),
                     workload_image: self.workload_image.clone(),
+                    upgrades: self.upgrade_command.clone(),
                 })
             }
         }
@@ -137,8 +144,8 @@ impl TargetArgs {
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::List => {
-            for scenario in Scenario::ALL {
-                let modes: Vec<&str> = scenario
+            for scenario in Scenario::ALL.into_iter().chain([Scenario::Upgrade]) {
+                let mut modes: Vec<&str> = scenario
                     .modes()
                     .iter()
                     .map(|m| match m {
@@ -146,6 +153,9 @@ async fn main() -> anyhow::Result<()> {
                         Mode::InCluster => "in-cluster",
                     })
                     .collect();
+                if !Scenario::ALL.contains(&scenario) {
+                    modes.push("only when named");
+                }
                 println!("{:<22} {}", scenario.name(), modes.join(", "));
             }
             Ok(())

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use tidal_harness::fixtures::{deployment, deployment_of_pods};
+use tidal_harness::fixtures::{deployment, deployment_of_pods, unschedulable_deployment};
 use tidal_harness::measure::random_below;
 use tidal_harness::tide::manifest;
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, validate};
@@ -304,12 +304,17 @@ async fn create_workload(
     target: &Target,
 ) -> Result<BTreeMap<String, Tide>, String> {
     let period = workload.period;
+    let [even, odd] = workload.levels;
     let rules = [
-        ("even", format!("CRON_TZ=UTC 0/{} * * * * *", 2 * period), 2),
+        (
+            "even",
+            format!("CRON_TZ=UTC 0/{} * * * * *", 2 * period),
+            even,
+        ),
         (
             "odd",
             format!("CRON_TZ=UTC {period}/{} * * * * *", 2 * period),
-            3,
+            odd,
         ),
     ];
     let rules: Vec<(&str, &str, i32)> =
@@ -326,9 +331,10 @@ async fn create_workload(
                 let name = format!("web-{i:04}");
                 let target_deployment = match target {
                     Target::Local => deployment(&name),
-                    Target::InCluster(installation) => {
+                    Target::InCluster(installation) if workload.pods_run => {
                         deployment_of_pods(&name, &installation.workload_image, 1)
                     }
+                    Target::InCluster(_) => unschedulable_deployment(&name),
                 };
                 deployments
                     .create(&PostParams::default(), &target_deployment)

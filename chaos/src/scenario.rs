@@ -48,11 +48,21 @@ pub enum Scenario {
     Throttled,
     /// 1,000 objects firing in the same second, the leader SIGKILLed just before.
     FailoverBurst,
+    /// The installation upgraded (or downgraded) by a command of the operator's
+    /// (`--upgrade-command`: `helm upgrade …`, `kubectl apply -k …`) and rolled out
+    /// replica by replica, 100 objects firing every 2 s. In-cluster only, and only when
+    /// named: `run all` does not run it.
+    Upgrade,
 }
 
 /// The objects a scenario runs: each fires every 2 s (or `period`), alternating levels.
 #[derive(Debug, Clone, Copy)]
 pub struct Workload {
+    /// The two levels the rules alternate between.
+    pub levels: [i32; 2],
+    /// In a cluster, whether the targets' pods run (otherwise they stay Pending: no node
+    /// matches their selector, so a node of 40 pods holds a workload of hundreds).
+    pub pods_run: bool,
     /// How many TidalSchedulers.
     pub objects: usize,
     /// `Scale` mode, each with a Deployment of its own; otherwise `Status` mode.
@@ -95,6 +105,7 @@ impl Scenario {
             Scenario::ClockSkew => "clock-skew",
             Scenario::Throttled => "throttled",
             Scenario::FailoverBurst => "failover-burst",
+            Scenario::Upgrade => "upgrade",
         }
     }
 
@@ -106,6 +117,7 @@ impl Scenario {
             | Scenario::KillAll
             | Scenario::RollingRestart
             | Scenario::Zombie => &[Mode::Local, Mode::InCluster],
+            Scenario::Upgrade => &[Mode::InCluster],
             _ => &[Mode::Local],
         }
     }
@@ -117,17 +129,32 @@ impl Scenario {
             // 10–15 s, so a shorter period would leave it never converged, always behind
             // the next instant (seen at 10 s: no correctness problem, a backlog).
             Scenario::FailoverBurst => Workload {
+                levels: [2, 3],
+                pods_run: true,
                 objects: 1000,
                 scale: false,
                 period: 30,
             },
             // Enough concurrent writes to overrun a priority level of one share.
             Scenario::Throttled => Workload {
+                levels: [2, 3],
+                pods_run: true,
                 objects: 30,
                 scale: true,
                 period: 2,
             },
+            // An upgrade's objects in Scale mode, as many as an upgrade test should carry
+            // across; their pods never run (0 or 1 Pending pod each).
+            Scenario::Upgrade => Workload {
+                levels: [0, 1],
+                pods_run: false,
+                objects: 100,
+                scale: true,
+                period: 2,
+            },
             _ => Workload {
+                levels: [2, 3],
+                pods_run: true,
                 objects: 3,
                 scale: true,
                 period: 2,
@@ -139,9 +166,10 @@ impl Scenario {
     /// time to start replacements, slow round trips, throttled retries, 1,000 writes.
     pub fn allowance(self) -> Duration {
         match self {
-            Scenario::KillAll | Scenario::RollingRestart | Scenario::LeaderPodDeleted => {
-                Duration::from_secs(2)
-            }
+            Scenario::KillAll
+            | Scenario::RollingRestart
+            | Scenario::LeaderPodDeleted
+            | Scenario::Upgrade => Duration::from_secs(2),
             Scenario::SlowApiServer => Duration::from_secs(8),
             Scenario::Throttled => Duration::from_secs(10),
             Scenario::FailoverBurst => Duration::from_secs(15),

@@ -75,6 +75,27 @@ pub fn deployment_of_pods(name: &str, image: &str, replicas: i32) -> Deployment 
     .expect("a Deployment")
 }
 
+/// A Deployment of one replica whose pods never leave Pending (no node has the label of
+/// their node selector): the Deployment and ReplicaSet controllers act on it, no node runs
+/// anything.
+pub fn unschedulable_deployment(name: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "spec": {
+            "replicas": 1,
+            "selector": { "matchLabels": { "app": name } },
+            "template": {
+                "metadata": { "labels": { "app": name } },
+                "spec": {
+                    "nodeSelector": { "tidal.io/no-such-node": "true" },
+                    "containers": [{ "name": "app", "image": "registry.example/app:1" }],
+                },
+            },
+        },
+    }))
+    .expect("a Deployment")
+}
+
 /// A StatefulSet of one replica.
 pub fn stateful_set(name: &str) -> StatefulSet {
     serde_json::from_value(json!({

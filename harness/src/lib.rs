@@ -22,6 +22,7 @@ pub mod packages;
 pub mod process;
 pub mod prometheus;
 pub mod reaper;
+pub mod release;
 pub mod replicas;
 pub mod robfig;
 pub mod tide;

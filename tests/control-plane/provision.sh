@@ -9,13 +9,16 @@
 #   provision.sh        what the tests need
 #   provision.sh keda   only KEDA's operator and metrics API server (the peers benchmark,
 #                       benches/peers/; several minutes cold), printing their directory
+#   provision.sh api    what the control-plane suites need, no node: kube-apiserver,
+#                       kubectl, etcd, Jaeger, Prometheus, Toxiproxy (the older minors'
+#                       runs of .ci/run), printing their directory
 #
 # The versions are the ones pinned by the Go modules next to this script (kubernetes/MINOR/,
 # etcd/, helm/, jaeger/, prometheus/, toxiproxy/, keda/ go.mod; go.sum verifies every
 # download). kubernetes/wrapper.sh writes a new minor's module.
 #
 # Environment:
-#   TIDAL_KUBERNETES_MINOR     the Kubernetes minor to build, one of kubernetes/*/ (default 1.34)
+#   TIDAL_KUBERNETES_MINOR     the Kubernetes minor to build, one of kubernetes/*/ (default 1.37, the newest)
 #   TIDAL_CONTROL_PLANE_CACHE  cache root (default $HOME/.cache/tidal-scheduler/control-plane)
 #   GOPROXY, GOMODCACHE, ...   the usual Go settings
 set -euo pipefail
@@ -34,7 +37,7 @@ required_version() { # module-dir module-path
   awk -v m="$2" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' \
     "$here/$1/go.mod"
 }
-kubernetes_minor="${TIDAL_KUBERNETES_MINOR:-1.34}"
+kubernetes_minor="${TIDAL_KUBERNETES_MINOR:-1.37}"
 kubernetes_module="kubernetes/$kubernetes_minor"
 [ -f "$here/$kubernetes_module/go.mod" ] ||
   die "no Kubernetes $kubernetes_minor here: TIDAL_KUBERNETES_MINOR is one of $(cd "$here/kubernetes" && ls -d -- */ | tr -d / | tr '\n' ' ')"
@@ -116,30 +119,55 @@ for var in gitVersion=$kubernetes_version gitTreeState=clean \
   version_ldflags="$version_ldflags -X k8s.io/component-base/version.$var"
 done
 
+api_only=false
+[ "${1:-}" = api ] && api_only=true
+
 kubernetes_dir="$cache_root/kubernetes-$kubernetes_version"
 etcd_dir="$cache_root/etcd-$etcd_version"
 node_dir="$cache_root/kubernetes-node-$kubernetes_version"
 build "$kubernetes_module" "$kubernetes_dir" "$version_ldflags" \
   kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
-build "$kubernetes_module" "$node_dir" "$version_ldflags" \
+$api_only || build "$kubernetes_module" "$node_dir" "$version_ldflags" \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager \
   kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler \
   kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy
 build etcd "$etcd_dir" "-s -w" etcd=go.etcd.io/etcd/server/v3
 jaeger_dir="$cache_root/jaeger-$jaeger_version"
 build jaeger "$jaeger_dir" "-s -w" jaeger=github.com/jaegertracing/jaeger/cmd/jaeger
-prometheus_dir="$cache_root/prometheus-$prometheus_version"
-build prometheus "$prometheus_dir" "-s -w" \
+# Without the service discovery plugins (the build tag remove_all_sd; static and file
+# targets stay): the tests scrape static targets, and the cloud SDKs were two thirds of
+# its cold build.
+prometheus_dir="$cache_root/prometheus-$prometheus_version-static-sd"
+GOFLAGS="$GOFLAGS -tags=remove_all_sd" build prometheus "$prometheus_dir" "-s -w" \
   prometheus=github.com/prometheus/prometheus/cmd/prometheus \
   promtool=github.com/prometheus/prometheus/cmd/promtool
-
-helm_dir="$cache_root/helm-$helm_version"
-build helm "$helm_dir" "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
-  helm=helm.sh/helm/v4/cmd/helm
 
 toxiproxy_dir="$cache_root/toxiproxy-$toxiproxy_version"
 build toxiproxy "$toxiproxy_dir" "-s -w -X github.com/Shopify/toxiproxy/v2.Version=$toxiproxy_version" \
   toxiproxy=github.com/Shopify/toxiproxy/v2/cmd/server
+
+# Links the binaries of the control-plane suites into directory $1.
+link_control_plane() {
+  mkdir -p "$1"
+  ln -sfn "$kubernetes_dir/kube-apiserver" "$1/kube-apiserver"
+  ln -sfn "$kubernetes_dir/kubectl" "$1/kubectl"
+  ln -sfn "$etcd_dir/etcd" "$1/etcd"
+  ln -sfn "$jaeger_dir/jaeger" "$1/jaeger"
+  ln -sfn "$prometheus_dir/prometheus" "$1/prometheus"
+  ln -sfn "$prometheus_dir/promtool" "$1/promtool"
+  ln -sfn "$toxiproxy_dir/toxiproxy" "$1/toxiproxy"
+}
+if $api_only; then
+  bin="$cache_root/bin-api-kubernetes-$kubernetes_version-etcd-$etcd_version"
+  bin="$bin-jaeger-$jaeger_version-prometheus-$prometheus_version-toxiproxy-$toxiproxy_version"
+  link_control_plane "$bin"
+  echo "$bin"
+  exit 0
+fi
+
+helm_dir="$cache_root/helm-$helm_version"
+build helm "$helm_dir" "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
+  helm=helm.sh/helm/v4/cmd/helm
 
 # The node's pause image: kubernetes' pause.c, statically linked (an image any pod can
 # run; containerd's sandbox image). Built here so that up.sh --node needs no compiler.
@@ -160,19 +188,12 @@ fi
 # One directory with all of them, as the callers expect.
 bin="$cache_root/bin-kubernetes-$kubernetes_version-etcd-$etcd_version-helm-$helm_version"
 bin="$bin-jaeger-$jaeger_version-prometheus-$prometheus_version-toxiproxy-$toxiproxy_version"
-mkdir -p "$bin"
-ln -sfn "$kubernetes_dir/kube-apiserver" "$bin/kube-apiserver"
-ln -sfn "$kubernetes_dir/kubectl" "$bin/kubectl"
-ln -sfn "$etcd_dir/etcd" "$bin/etcd"
-ln -sfn "$jaeger_dir/jaeger" "$bin/jaeger"
-ln -sfn "$prometheus_dir/prometheus" "$bin/prometheus"
-ln -sfn "$prometheus_dir/promtool" "$bin/promtool"
+link_control_plane "$bin"
 for tool in kube-controller-manager kube-scheduler kubelet kube-proxy; do
   ln -sfn "$node_dir/$tool" "$bin/$tool"
 done
 ln -sfn "$helm_dir/helm" "$bin/helm"
 ln -sfn "$pause_dir/pause" "$bin/pause"
-ln -sfn "$toxiproxy_dir/toxiproxy" "$bin/toxiproxy"
 for tool in kube-apiserver kubectl etcd jaeger prometheus promtool kube-controller-manager \
   kube-scheduler kubelet kube-proxy helm pause toxiproxy; do
   [ -x "$bin/$tool" ] || die "$bin/$tool is missing after the build"

@@ -105,5 +105,6 @@ pub async fn inject(scenario: Scenario, drill: &mut Drill<'_>) -> Result<Vec<Fau
         Scenario::ClockSkew => clock::skew(drill).await,
         Scenario::Throttled => control_plane::throttle(drill).await,
         Scenario::FailoverBurst => load::failover_burst(drill).await,
+        Scenario::Upgrade => process::upgrade(drill).await,
     }
 }

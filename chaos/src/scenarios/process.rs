@@ -81,6 +81,22 @@ pub async fn rolling_restart(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String
     Ok(faults)
 }
 
+/// The installation upgraded (or downgraded) by the operator's next command and rolled
+/// out: every replica replaced by one of the other version, the leader among them.
+pub async fn upgrade(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
+    let Cluster::InCluster(cluster) = &*drill.cluster else {
+        return Err("an upgrade needs in-cluster mode".to_owned());
+    };
+    let leader = drill.leader().await?;
+    let start = Timestamp::now();
+    cluster
+        .upgrade(drill.round, Duration::from_secs(300))
+        .await?;
+    let upgraded = fault("upgrade", &leader, true, start);
+    drill.successor(&upgraded).await?;
+    Ok(vec![upgraded])
+}
+
 /// The leader frozen by SIGSTOP while its writes for an instant are under way, until a
 /// successor leads and one more instant passed, then thawed: it must find its term over
 /// and write nothing.
