@@ -36,7 +36,9 @@ use crate::clock::{
 };
 use crate::controller::TriggerTracer;
 use crate::controller::read_back::future_tolerance;
-use crate::controller::{self, ControllerMetrics, Reason, Recorder, Reporter, Settings};
+use crate::controller::{
+    self, ControllerMetrics, InitialList, Reason, Recorder, Reporter, Settings,
+};
 use crate::election::{
     self, ElectionMetrics, Elector, KubeLease, Observer, Release, Timing, WriteGate,
 };
@@ -71,6 +73,8 @@ pub struct Options {
     /// Export traces to this OTLP/HTTP base URL, whatever `OTEL_*` says (the demo's
     /// Jaeger); `None`: as `OTEL_*` says.
     pub trace_endpoint: Option<String>,
+    /// How the watch cache's initial list is fetched.
+    pub initial_list: InitialList,
 }
 
 /// How to campaign for the Lease.
@@ -177,6 +181,7 @@ impl Runtime {
         let settings = Settings {
             namespaces: options.namespaces,
             concurrency: options.concurrency,
+            initial_list: options.initial_list,
             instance: options.identity,
             readiness,
             metrics: controller_metrics,
@@ -408,6 +413,7 @@ mod tests {
             kubeconfig: Some(kubeconfig),
             per_object_metrics: true,
             trace_endpoint: None,
+            initial_list: InitialList::Streaming,
         }
     }
 

@@ -17,13 +17,16 @@
 use tidal_harness as common;
 
 use std::cmp::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use jiff::Timestamp;
-use kube::ResourceExt;
+use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
+use kube::{Api, ResourceExt};
 use tidal_scheduler::api::TidalScheduler;
-use tidal_scheduler::controller::{compare_resource_versions, list_watch};
+use tidal_scheduler::controller::{InitialList, Source, compare_resource_versions, list_watch};
 
 use common::audit::replica_writes;
 use common::cluster::TestEnv;
@@ -98,22 +101,72 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
     assert_every_instant_accounted(&tide, &status(&object).history);
 }
 
+/// The API server, with the requests made of it recorded (`list`, `watch`, `stream`).
+struct Recorded {
+    api: Api<TidalScheduler>,
+    calls: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl Source for Recorded {
+    type Object = TidalScheduler;
+
+    async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<TidalScheduler>> {
+        self.calls.lock().unwrap().push("list");
+        self.api.list(params).await
+    }
+
+    async fn watch(
+        &self,
+        params: &WatchParams,
+        version: &str,
+    ) -> kube::Result<BoxStream<'static, kube::Result<WatchEvent<TidalScheduler>>>> {
+        let call = if params.send_initial_events {
+            "stream"
+        } else {
+            "watch"
+        };
+        self.calls.lock().unwrap().push(call);
+        Source::watch(&self.api, params, version).await
+    }
+}
+
 /// A watch of an empty namespace delivers no event for a write in another namespace, but
 /// the server's bookmarks (sent 2 s before each watch's timeout, here 5 s) carry a version
 /// past it — which is what tells the consistency check that the cache is not behind.
 #[tokio::test(flavor = "multi_thread")]
 async fn bookmarks_move_the_cache_version_past_writes_the_watch_does_not_deliver() {
+    let calls = bookmarks_move_the_version(InitialList::Paged).await;
+    assert_eq!(calls.first(), Some(&"list"), "{calls:?}");
+    assert!(!calls.contains(&"stream"), "{calls:?}");
+}
+
+/// The same with the initial list streamed (`sendInitialEvents`): the API server streams
+/// (no LIST is sent), and the version of its end-of-initial-events bookmark is reported.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_initial_list_reports_its_version_and_bookmarks_move_it() {
+    let calls = bookmarks_move_the_version(InitialList::Streaming).await;
+    assert_eq!(calls.first(), Some(&"stream"), "{calls:?}");
+    assert!(
+        !calls.contains(&"list"),
+        "the API server streamed: {calls:?}"
+    );
+}
+
+/// Lists-and-watches an empty namespace, writes elsewhere, waits for a bookmark past the
+/// write; the calls made of the API server.
+async fn bookmarks_move_the_version(initial: InitialList) -> Vec<&'static str> {
     // Every wait has a deadline and says what it waited for: a hang names its step.
     let watched = within(STEP, "creating the watched namespace", TestEnv::new()).await;
     let elsewhere = within(STEP, "creating the other namespace", TestEnv::new()).await;
     let (report, mut progress) = tokio::sync::mpsc::unbounded_channel();
-    let mut events = list_watch(
-        watched.api::<TidalScheduler>(),
-        Duration::from_secs(5),
-        move |version| {
-            let _ = report.send(version.to_owned());
-        },
-    )
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let source = Recorded {
+        api: watched.api::<TidalScheduler>(),
+        calls: calls.clone(),
+    };
+    let mut events = list_watch(source, initial, Duration::from_secs(5), move |version| {
+        let _ = report.send(version.to_owned());
+    })
     .boxed();
     let (deliver, mut delivered) = tokio::sync::mpsc::unbounded_channel();
     let watch = tokio::spawn(async move {
@@ -173,5 +226,6 @@ async fn bookmarks_move_the_cache_version_past_writes_the_watch_does_not_deliver
         ["Ok(Init)", "Ok(InitDone)"],
         "nothing but the empty list"
     );
-    eprintln!("listed at {listed}, wrote {written} elsewhere, bookmark at {vouched}");
+    eprintln!("{initial:?}: listed at {listed}, wrote {written} elsewhere, bookmark at {vouched}");
+    calls.lock().unwrap().clone()
 }

@@ -131,6 +131,18 @@ async fn across(node: &Node, commands: Vec<String>) {
     .await
     .unwrap_or_else(|e| panic!("upgrade: {e}"));
     eprint!("{}", chaos_table(std::slice::from_ref(&report)));
+    if !report.passed() {
+        // What the controller said, for the failure's diagnosis.
+        let pods = node
+            .kubectl(&["-n", SYSTEM, "get", "pods", "-o", "name"])
+            .unwrap_or_default();
+        for pod in pods.lines() {
+            let log = node
+                .kubectl(&["-n", SYSTEM, "logs", pod, "--tail=60"])
+                .unwrap_or_else(|e| e);
+            eprintln!("--- {pod}\n{log}");
+        }
+    }
     assert!(report.passed(), "{:?}", report.problems);
     assert_eq!(
         report.faults.len(),
@@ -140,18 +152,20 @@ async fn across(node: &Node, commands: Vec<String>) {
     assert!(report.verdict.instants > 0, "no instant judged");
 }
 
-/// Removes the installation and the CRDs (with every object), so the next test installs
-/// on an empty cluster.
+/// Removes any installation — Helm's or kustomize's, whichever an earlier test left, even
+/// one that failed half-way — with its CRDs (and every object), so that a test installs on
+/// an empty cluster.
 fn uninstall(node: &Node) {
     let _ = node.helm(&["uninstall", NAME, "-n", SYSTEM, "--wait"]);
+    let deploy = Path::new(REPO).join("deploy");
     node.kubectl(&[
         "delete",
-        "namespace",
-        SYSTEM,
+        "-k",
+        deploy.to_str().expect("UTF-8 path"),
         "--ignore-not-found",
         "--wait=true",
     ])
-    .expect("delete the controller's namespace");
+    .expect("delete what kubectl apply -k installs");
     let mut args = vec!["delete", "crd", "--ignore-not-found", "--wait=true"];
     args.extend(CRDS);
     node.kubectl(&args).expect("delete the CRDs");
@@ -162,6 +176,7 @@ async fn helm_upgrade_from_the_previous_release_and_rollback_lose_no_trigger() {
     let node = node();
     let _turn = turn().await;
     let old = previous_artifacts();
+    uninstall(node);
     images(node, old);
     let chart = Path::new(REPO).join("deploy/helm/tidal-scheduler");
     sh(
@@ -248,6 +263,7 @@ async fn kubectl_apply_k_upgrade_from_the_previous_release_and_back_lose_no_trig
     let node = node();
     let _turn = turn().await;
     let old = previous_artifacts();
+    uninstall(node);
     images(node, old);
     sh(
         node,

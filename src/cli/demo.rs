@@ -23,6 +23,7 @@ use super::error::CliError;
 use super::process;
 use super::scripts::{self, Jaeger};
 use crate::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
+use crate::controller::InitialList;
 use crate::runtime::{Options, Runtime};
 use crate::telemetry::{self, LogFormat};
 
@@ -207,6 +208,7 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         kubeconfig: Some(PathBuf::from(&kubeconfig)),
         per_object_metrics: true,
         trace_endpoint: jaeger.as_ref().map(|jaeger| jaeger.otlp_http.clone()),
+        initial_list: InitialList::Streaming,
     })
     .await
     .map_err(|e| failed("start the controller", e))?;

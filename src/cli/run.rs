@@ -7,6 +7,7 @@ use clap::{ArgAction, Args};
 
 use super::error::CliError;
 use super::process;
+use crate::controller::InitialList;
 use crate::election::Timing;
 use crate::runtime::{ElectionOptions, Options, Runtime};
 use crate::schedule::parse_go_duration;
@@ -22,6 +23,11 @@ pub struct RunArgs {
     /// Reconciles running at once (per watched namespace); 0 means unbounded.
     #[arg(long, env = "TIDAL_CONCURRENCY", default_value_t = 64)]
     pub concurrency: u16,
+
+    /// How a fresh leader's cache lists the objects: `streaming` (a watch that sends them
+    /// first, `sendInitialEvents`; pages when the API server does not stream) or `paged`.
+    #[arg(long, env = "TIDAL_INITIAL_LIST", value_enum, default_value_t = InitialList::Streaming)]
+    pub initial_list: InitialList,
 
     /// Log format.
     #[arg(long, env = "TIDAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -103,6 +109,7 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         kubeconfig: None,
         per_object_metrics: args.per_object_metrics,
         trace_endpoint: None,
+        initial_list: args.initial_list,
     };
     process::runtime()?.block_on(async {
         let runtime = Runtime::start(options).await.map_err(CliError::from)?;

@@ -5,12 +5,20 @@
 //! resume version). Yet a bookmark is the API server vouching "this watch has delivered
 //! every change up to version v" — what the read-your-own-writes check needs to know when
 //! none of the watched objects changed (DESIGN §7). This is the same state machine
-//! (paginated list, watch from the list's version, resume after a watch ends, re-list on
+//! (initial list, watch from the list's version, resume after a watch ends, re-list on
 //! 410 Gone), yielding the same [`Event`]s for the reflector and reporting those versions.
+//!
+//! The initial list is streamed by default ([`InitialList::Streaming`], KEP-3157: a watch
+//! with `sendInitialEvents=true` that sends every object, then a bookmark annotated
+//! `k8s.io/initial-events-end` at the snapshot's version — the API server serves it from
+//! its watch cache without building a list response). An API server that refuses it (the
+//! `WatchList` gate off answers 422) or ignores it (no end bookmark before the watch
+//! ends) is listed in pages from then on.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -29,6 +37,20 @@ pub const WATCH_TIMEOUT: Duration = Duration::from_secs(290);
 
 /// Silence this much longer than the watch timeout means the connection is dead.
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
+
+/// The annotation of the bookmark that ends a streamed initial list.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// How the initial list (and every re-list after 410 Gone) is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum InitialList {
+    /// A watch that streams the current objects first (`sendInitialEvents`), falling back
+    /// to pages when the API server does not stream.
+    #[default]
+    Streaming,
+    /// A LIST in pages of 500, then a watch from the list's version.
+    Paged,
+}
 
 /// What a watch stream yields.
 type Changes<K> = BoxStream<'static, kube::Result<WatchEvent<K>>>;
@@ -79,11 +101,13 @@ where
 /// caller sees those in the events.
 pub fn list_watch<S: Source>(
     source: S,
+    initial: InitialList,
     timeout: Duration,
     progress: impl Fn(&str) + Send + Sync + 'static,
 ) -> impl Stream<Item = Result<Event<S::Object>, Error>> + Send {
     let watcher = Watcher {
         source,
+        streaming: AtomicBool::new(initial == InitialList::Streaming),
         timeout,
         progress,
     };
@@ -97,6 +121,12 @@ pub fn list_watch<S: Source>(
 enum State<K> {
     /// Nothing listed yet, or the watch fell out of the server's history (410 Gone).
     Empty,
+    /// A streamed initial list is to be requested.
+    Opening,
+    /// Streaming the initial list: objects until the end bookmark.
+    Streaming { stream: Changes<K> },
+    /// The streamed list ended at `version` and was yielded; its watch goes on.
+    Streamed { version: String, stream: Changes<K> },
     /// Listing page by page: the current page's objects not yet yielded.
     Listing {
         continue_token: Option<String>,
@@ -109,9 +139,11 @@ enum State<K> {
     Watching { version: String, stream: Changes<K> },
 }
 
-/// The source, the server's watch timeout, and where versions are reported.
+/// The source, whether it streams initial lists, the server's watch timeout, and where
+/// versions are reported.
 struct Watcher<S, F> {
     source: S,
+    streaming: AtomicBool,
     timeout: Duration,
     progress: F,
 }
@@ -134,6 +166,9 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
     /// started, a bookmark).
     async fn step(&self, state: State<S::Object>) -> Step<S::Object> {
         match state {
+            State::Empty if self.streaming.load(Ordering::Relaxed) => {
+                (Some(Ok(Event::Init)), State::Opening)
+            }
             State::Empty => (
                 Some(Ok(Event::Init)),
                 State::Listing {
@@ -142,6 +177,13 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
                     version: None,
                 },
             ),
+            State::Opening => self.open_stream().await,
+            State::Streaming { stream } => self.stream_next(stream).await,
+            State::Streamed { version, stream } => {
+                // The end of the initial list has been consumed.
+                (self.progress)(&version);
+                (None, State::Watching { version, stream })
+            }
             State::Listing {
                 continue_token,
                 mut objects,
@@ -181,6 +223,70 @@ impl<S: Source, F: Fn(&str)> Watcher<S, F> {
                 }
             }
             State::Watching { version, stream } => self.watch_next(version, stream).await,
+        }
+    }
+
+    /// Requests a streamed initial list (a consistent snapshot: no resourceVersion).
+    async fn open_stream(&self) -> Step<S::Object> {
+        let params = WatchParams::default()
+            .initial_events()
+            .timeout(u32::try_from(self.timeout.as_secs()).unwrap_or(u32::MAX));
+        match self.source.watch(&params, "").await {
+            Ok(stream) => (None, State::Streaming { stream }),
+            Err(kube::Error::Api(status)) if status.code == 422 || status.code == 400 => {
+                self.stop_streaming(&status.message);
+                (None, State::Empty)
+            }
+            Err(error) => (Some(Err(Error::WatchStartFailed(error))), State::Empty),
+        }
+    }
+
+    /// The next object of a streamed initial list, or its end.
+    async fn stream_next(&self, mut stream: Changes<S::Object>) -> Step<S::Object> {
+        let change = match tokio::time::timeout(self.timeout + IDLE_MARGIN, stream.next()).await {
+            Ok(Some(change)) => change,
+            Ok(None) => {
+                // Ended without the end bookmark: the server ignored sendInitialEvents.
+                self.stop_streaming("the watch ended before its initial-events-end bookmark");
+                return (None, State::Empty);
+            }
+            Err(_) => {
+                tracing::warn!("streamed list silent past the watch timeout; starting over");
+                return (None, State::Empty);
+            }
+        };
+        match change {
+            Ok(WatchEvent::Added(object) | WatchEvent::Modified(object)) => (
+                Some(Ok(Event::InitApply(object))),
+                State::Streaming { stream },
+            ),
+            // The API server sends none before the end bookmark (KEP-3157).
+            Ok(WatchEvent::Deleted(_)) => (None, State::Streaming { stream }),
+            Ok(WatchEvent::Bookmark(bookmark))
+                if bookmark
+                    .metadata
+                    .annotations
+                    .contains_key(INITIAL_EVENTS_END) =>
+            {
+                let version = bookmark.metadata.resource_version;
+                (
+                    Some(Ok(Event::InitDone)),
+                    State::Streamed { version, stream },
+                )
+            }
+            Ok(WatchEvent::Bookmark(_)) => (None, State::Streaming { stream }),
+            Ok(WatchEvent::Error(status)) => (Some(Err(Error::WatchError(status))), State::Empty),
+            Err(error) => (Some(Err(Error::WatchFailed(error))), State::Empty),
+        }
+    }
+
+    /// Lists in pages from now on (said once).
+    fn stop_streaming(&self, why: &str) {
+        if self.streaming.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                reason = why,
+                "the API server does not stream initial lists (the WatchList feature gate off?): listing in pages"
+            );
         }
     }
 
@@ -263,10 +369,12 @@ mod tests {
 
     use super::*;
 
-    /// One scripted watch: these changes then the end of the stream, or silence.
+    /// One scripted watch: these changes then the end of the stream, silence, or a
+    /// refusal with this code.
     enum Watch {
         Changes(Vec<WatchEvent<ConfigMap>>),
         Silent,
+        Refused(u16),
     }
 
     /// A [`Source`] that plays a script and records the calls made to it.
@@ -290,12 +398,23 @@ mod tests {
                 .expect("a scripted list")
         }
 
-        async fn watch(&self, _: &WatchParams, version: &str) -> kube::Result<Changes<ConfigMap>> {
-            self.calls.lock().unwrap().push(format!("watch {version}"));
+        async fn watch(
+            &self,
+            params: &WatchParams,
+            version: &str,
+        ) -> kube::Result<Changes<ConfigMap>> {
+            let call = if params.send_initial_events {
+                assert!(params.bookmarks, "streaming needs bookmarks");
+                format!("stream from {version:?}")
+            } else {
+                format!("watch {version}")
+            };
+            self.calls.lock().unwrap().push(call);
             match self.watches.lock().unwrap().pop_front() {
                 Some(Watch::Changes(changes)) => {
                     Ok(futures::stream::iter(changes.into_iter().map(Ok)).boxed())
                 }
+                Some(Watch::Refused(code)) => Err(kube::Error::Api(failure(code))),
                 Some(Watch::Silent) | None => Ok(futures::stream::pending().boxed()),
             }
         }
@@ -338,6 +457,16 @@ mod tests {
         })
     }
 
+    fn end_of_initial_events(version: &str) -> WatchEvent<ConfigMap> {
+        WatchEvent::Bookmark(Bookmark {
+            types: TypeMeta::default(),
+            metadata: BookmarkMeta {
+                resource_version: version.to_owned(),
+                annotations: [(INITIAL_EVENTS_END.to_owned(), "true".to_owned())].into(),
+            },
+        })
+    }
+
     fn failure(code: u16) -> Box<Status> {
         Status::failure("scripted", "Scripted")
             .with_code(code)
@@ -351,10 +480,20 @@ mod tests {
         timeout: Duration,
         count: usize,
     ) -> (Vec<String>, Vec<String>, Vec<String>) {
+        play_with(script, InitialList::Paged, timeout, count).await
+    }
+
+    /// [`play`] with the initial list fetched as `initial` says.
+    async fn play_with(
+        script: Script,
+        initial: InitialList,
+        timeout: Duration,
+        count: usize,
+    ) -> (Vec<String>, Vec<String>, Vec<String>) {
         let script = Arc::new(script);
         let progress = Arc::new(Mutex::new(Vec::new()));
         let reported = progress.clone();
-        let items = list_watch(script.clone(), timeout, move |version| {
+        let items = list_watch(script.clone(), initial, timeout, move |version| {
             reported.lock().unwrap().push(version.to_owned());
         })
         .take(count)
@@ -409,6 +548,85 @@ mod tests {
             ["10"],
             "the list's version, once its objects were consumed"
         );
+    }
+
+    #[tokio::test]
+    async fn a_streamed_list_yields_its_objects_then_watches_on_the_same_stream() {
+        let script = script(
+            vec![],
+            vec![Watch::Changes(vec![
+                WatchEvent::Added(object("a", "3")),
+                bookmark("5"),
+                WatchEvent::Added(object("b", "7")),
+                end_of_initial_events("10"),
+                WatchEvent::Modified(object("a", "11")),
+            ])],
+        );
+        let (items, calls, progress) =
+            play_with(script, InitialList::Streaming, WATCH_TIMEOUT, 5).await;
+        assert_eq!(
+            items,
+            [
+                "init",
+                "init-apply a",
+                "init-apply b",
+                "init-done",
+                "apply a"
+            ]
+        );
+        assert_eq!(calls, [r#"stream from """#], "no LIST, one watch");
+        assert_eq!(
+            progress,
+            ["10"],
+            "the end bookmark's version once the list was consumed; not the one before it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_refusing_to_stream_is_listed_in_pages_from_then_on() {
+        let script = script(
+            vec![
+                page(vec![object("a", "3")], "10", None),
+                page(vec![], "30", None),
+            ],
+            vec![
+                Watch::Refused(422),
+                Watch::Changes(vec![WatchEvent::Error(failure(410))]),
+            ],
+        );
+        let (items, calls, _) = play_with(script, InitialList::Streaming, WATCH_TIMEOUT, 7).await;
+        assert_eq!(
+            items,
+            [
+                "init",
+                "init",
+                "init-apply a",
+                "init-done",
+                "watch error 410",
+                "init",
+                "init-done"
+            ]
+        );
+        assert_eq!(
+            calls,
+            [r#"stream from """#, "list start", "watch 10", "list start"],
+            "after the refusal, a re-list is paged too"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stream_ending_before_its_end_bookmark_falls_back_to_pages() {
+        let script = script(
+            vec![page(vec![object("b", "8")], "10", None)],
+            vec![Watch::Changes(vec![WatchEvent::Added(object("a", "3"))])],
+        );
+        let (items, calls, _) = play_with(script, InitialList::Streaming, WATCH_TIMEOUT, 5).await;
+        assert_eq!(
+            items,
+            ["init", "init-apply a", "init", "init-apply b", "init-done"],
+            "the reflector starts over: a stays only if the list has it"
+        );
+        assert_eq!(calls, [r#"stream from """#, "list start"]);
     }
 
     #[tokio::test]

@@ -56,7 +56,7 @@ pub use error::Error;
 pub use event::EventSink;
 pub use in_flight::InFlight;
 pub use key::{ObjectKey, ObjectName};
-pub use list_watch::{Source, WATCH_TIMEOUT, list_watch};
+pub use list_watch::{InitialList, Source, WATCH_TIMEOUT, list_watch};
 pub use metrics::ControllerMetrics;
 pub use reason::Reason;
 pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
@@ -83,6 +83,8 @@ pub struct Settings {
     pub namespaces: Vec<String>,
     /// Reconciles running at once (per watched namespace); 0 means unbounded.
     pub concurrency: u16,
+    /// How each watch cache's initial list is fetched.
+    pub initial_list: InitialList,
     /// Who reports Events (`reportingInstance`), e.g. the pod name.
     pub instance: String,
     /// Set once every watch cache has listed, cleared at shutdown (`/readyz`).
@@ -176,7 +178,7 @@ pub async fn run(
             let (reader, writer) = reflector::store();
             let (echoes, observer) = (ctx.clone(), ctx.clone());
             let progress = ctx.consistency.progress(&scope);
-            let objects = list_watch(api, WATCH_TIMEOUT, progress)
+            let objects = list_watch(api, settings.initial_list, WATCH_TIMEOUT, progress)
                 .default_backoff()
                 .modify(slim)
                 .reflect(writer)
