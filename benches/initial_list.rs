@@ -96,7 +96,10 @@ async fn lister(mode: InitialList) {
     let consumer = tokio::spawn(async move {
         let mut events = events.boxed();
         while let Some(event) = events.next().await {
-            event.expect("list-watch");
+            // Once the list is consumed the process ends: a watch cut short then is no news.
+            if let Err(error) = event {
+                eprintln!("list-watch: {error}");
+            }
         }
     });
     listed.notified().await;
