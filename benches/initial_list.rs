@@ -33,6 +33,8 @@ use common::tide::manifest;
 const LISTER: &str = "TIDAL_BENCH_LISTER";
 const KUBECONFIG: &str = "TIDAL_BENCH_KUBECONFIG";
 const NAMESPACE: &str = "TIDAL_BENCH_NAMESPACE";
+/// A lister still running after this is stuck (10,000 objects take seconds).
+const LISTER_LIMIT: Duration = Duration::from_secs(600);
 
 fn setting(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -92,6 +94,9 @@ async fn lister(mode: InitialList) {
             signal.notify_one();
         }
     })
+    // As the controller does: a failing watch is retried after a pause, never in a loop
+    // that would keep the consumer from ever yielding (and so from being aborted).
+    .default_backoff()
     .reflect(writer);
     let consumer = tokio::spawn(async move {
         let mut events = events.boxed();
@@ -105,6 +110,9 @@ async fn lister(mode: InitialList) {
     listed.notified().await;
     let elapsed = started.elapsed();
     consumer.abort();
+    // Stopped before the runtime goes: its shutdown drops the client, after which every
+    // poll of a still-running consumer would fail at once.
+    let _ = consumer.await;
     println!(
         "{:.1} {} {:.1}",
         elapsed.as_secs_f64() * 1000.0,
@@ -136,7 +144,12 @@ fn run_lister(mode: &str, env: &TestEnv, apiserver: &str) -> Run {
         .spawn()
         .expect("spawn the lister");
     let mut peak = before;
+    let started = Instant::now();
     while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > LISTER_LIMIT {
+            child.kill().expect("kill the lister");
+            panic!("the {mode} lister has not finished in {LISTER_LIMIT:?}");
+        }
         peak = peak.max(proc_mib(apiserver, "VmRSS:"));
         std::thread::sleep(Duration::from_millis(10));
     }
