@@ -26,7 +26,7 @@ use tidal_scheduler::api::TidalScheduler;
 use tidal_scheduler::controller::{InitialList, WATCH_TIMEOUT, list_watch};
 
 use common::cluster::{TestEnv, control_plane};
-use common::measure::summary;
+use common::measure::{proc_status_mib, summary};
 use common::tide::manifest;
 
 /// The child's mode; its kubeconfig and namespace.
@@ -44,17 +44,6 @@ fn setting(name: &str, default: usize) -> usize {
                 .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
         })
         .unwrap_or(default)
-}
-
-/// A `/proc/PID/status` field in MiB.
-fn proc_mib(pid: &str, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn main() {
@@ -117,7 +106,7 @@ async fn lister(mode: InitialList) {
         "{:.1} {} {:.1}",
         elapsed.as_secs_f64() * 1000.0,
         reader.state().len(),
-        proc_mib("self", "VmHWM:")
+        proc_status_mib("self", "VmHWM:")
     );
 }
 
@@ -135,7 +124,7 @@ struct Run {
 
 /// Runs a lister of `mode` in a child process.
 fn run_lister(mode: &str, env: &TestEnv, apiserver: &str) -> Run {
-    let before = proc_mib(apiserver, "VmRSS:");
+    let before = proc_status_mib(apiserver, "VmRSS:");
     let mut child = Command::new(std::env::current_exe().expect("current_exe"))
         .env(LISTER, mode)
         .env(KUBECONFIG, control_plane().kubeconfig())
@@ -150,7 +139,7 @@ fn run_lister(mode: &str, env: &TestEnv, apiserver: &str) -> Run {
             child.kill().expect("kill the lister");
             panic!("the {mode} lister has not finished in {LISTER_LIMIT:?}");
         }
-        peak = peak.max(proc_mib(apiserver, "VmRSS:"));
+        peak = peak.max(proc_status_mib(apiserver, "VmRSS:"));
         std::thread::sleep(Duration::from_millis(10));
     }
     let output = child.wait_with_output().expect("the lister's output");

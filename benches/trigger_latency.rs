@@ -42,7 +42,7 @@ use tidal_scheduler::controller::plan::{self, Outcome};
 use common::cluster::{TestEnv, control_plane};
 use common::fixtures::deployment;
 use common::jaeger::{jaeger, traced_control_plane};
-use common::measure::summary;
+use common::measure::{proc_status_mib, summary};
 use common::process::Process;
 use common::tide::{manifest, once_at, second_after, sleep_past};
 
@@ -699,15 +699,8 @@ async fn memory(objects: usize) -> anyhow::Result<()> {
     })
     .await?;
     let elapsed = started.elapsed();
-    let status = std::fs::read_to_string(format!("/proc/{}/status", controller.pid()))?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map_or(f64::NAN, |kb| kb / 1024.0)
-    };
+    let pid = controller.pid().to_string();
+    let field = |name: &str| proc_status_mib(&pid, name);
     println!(
         "\nmemory with {objects} TidalSchedulers of 5 rules (all reconciled after {:.0} s): \
          RSS {:.1} MiB, peak {:.1} MiB",

@@ -8,8 +8,6 @@
 //! `new.compat.tidal.io`): each is judged by a schema freshly established, with no window
 //! in which an API server still validates with the CRD it had before an update.
 
-use std::process::Command;
-
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
@@ -17,22 +15,13 @@ use tidal_harness as common;
 
 use common::cluster::{REPO, TestEnv, apply};
 use common::corpus::Rng;
-use common::release::previous;
+use common::release::{git, previous};
 
 const GROUP: &str = "scheduling.tidal.io";
 
 fn git_show(commit: &str, path: &str) -> String {
-    let out = Command::new("git")
-        .args(["show", &format!("{commit}:{path}")])
-        .current_dir(REPO)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git show {commit}:{path} (a shallow clone? git fetch --unshallow): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    git(&["show", &format!("{commit}:{path}")])
+        .unwrap_or_else(|e| panic!("{e} (a shallow clone? git fetch --unshallow)"))
 }
 
 fn documents(yaml: &str) -> Vec<Value> {
@@ -119,20 +108,16 @@ async fn admitted(
 
 /// The previous release's examples, in the test's namespace.
 fn examples(commit: &str) -> Vec<Value> {
-    let listed = Command::new("git")
-        .args([
-            "ls-tree",
-            "-r",
-            "--name-only",
-            commit,
-            "--",
-            "deploy/examples",
-        ])
-        .current_dir(REPO)
-        .output()
-        .expect("run git");
-    assert!(listed.status.success(), "git ls-tree {commit}");
-    String::from_utf8_lossy(&listed.stdout)
+    let listed = git(&[
+        "ls-tree",
+        "-r",
+        "--name-only",
+        commit,
+        "--",
+        "deploy/examples",
+    ])
+    .unwrap_or_else(|e| panic!("{e}"));
+    listed
         .lines()
         .filter(|path| path.ends_with(".yaml"))
         .flat_map(|path| documents(&git_show(commit, path)))

@@ -9,23 +9,10 @@ use std::process::Command;
 use tidal_harness as common;
 
 use common::cluster::{REPO, provisioned_bin};
-use common::release::recorded;
+use common::release::{git, recorded};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(Path::new(REPO).join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn git(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(REPO)
-        .output()
-        .expect("run git");
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
 }
 
 /// `version = "..."` of a Cargo.toml's package.

@@ -71,6 +71,19 @@ pub struct Workload {
     pub period: u32,
 }
 
+impl Workload {
+    /// `objects` whose pods run, alternating between 2 and 3 replicas.
+    const fn running(objects: usize, scale: bool, period: u32) -> Self {
+        Workload {
+            levels: [2, 3],
+            pods_run: true,
+            objects,
+            scale,
+            period,
+        }
+    }
+}
+
 impl Scenario {
     /// Every scenario, in the order `run all` runs them.
     pub const ALL: [Scenario; 13] = [
@@ -128,37 +141,17 @@ impl Scenario {
             // Every 30 s: a 2-core machine shared with a build writes 1,000 statuses in
             // 10–15 s, so a shorter period would leave it never converged, always behind
             // the next instant (seen at 10 s: no correctness problem, a backlog).
-            Scenario::FailoverBurst => Workload {
-                levels: [2, 3],
-                pods_run: true,
-                objects: 1000,
-                scale: false,
-                period: 30,
-            },
+            Scenario::FailoverBurst => Workload::running(1000, false, 30),
             // Enough concurrent writes to overrun a priority level of one share.
-            Scenario::Throttled => Workload {
-                levels: [2, 3],
-                pods_run: true,
-                objects: 30,
-                scale: true,
-                period: 2,
-            },
+            Scenario::Throttled => Workload::running(30, true, 2),
             // An upgrade's objects in Scale mode, as many as an upgrade test should carry
             // across; their pods never run (0 or 1 Pending pod each).
             Scenario::Upgrade => Workload {
                 levels: [0, 1],
                 pods_run: false,
-                objects: 100,
-                scale: true,
-                period: 2,
+                ..Workload::running(100, true, 2)
             },
-            _ => Workload {
-                levels: [2, 3],
-                pods_run: true,
-                objects: 3,
-                scale: true,
-                period: 2,
-            },
+            _ => Workload::running(3, true, 2),
         }
     }
 

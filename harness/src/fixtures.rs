@@ -79,21 +79,14 @@ pub fn deployment_of_pods(name: &str, image: &str, replicas: i32) -> Deployment 
 /// their node selector): the Deployment and ReplicaSet controllers act on it, no node runs
 /// anything.
 pub fn unschedulable_deployment(name: &str) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "spec": {
-            "replicas": 1,
-            "selector": { "matchLabels": { "app": name } },
-            "template": {
-                "metadata": { "labels": { "app": name } },
-                "spec": {
-                    "nodeSelector": { "tidal.io/no-such-node": "true" },
-                    "containers": [{ "name": "app", "image": "registry.example/app:1" }],
-                },
-            },
-        },
-    }))
-    .expect("a Deployment")
+    let mut deployment = deployment(name);
+    let pod = deployment
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.template.spec.as_mut())
+        .expect("a pod template");
+    pod.node_selector = Some([("tidal.io/no-such-node".to_owned(), "true".to_owned())].into());
+    deployment
 }
 
 /// A StatefulSet of one replica.

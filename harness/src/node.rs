@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tidal_scheduler::cli::scripts::env_value;
 
 use super::cluster::{ControlPlane, REPO};
+use super::process::output;
 
 /// The image of pod sandboxes, which any pod can run (pull policy `Never`).
 const PAUSE_IMAGE: &str = "PAUSE_IMAGE";
@@ -216,22 +217,5 @@ pub fn controller_image() -> &'static Path {
     match image {
         Ok(archive) => archive,
         Err(e) => panic!("building the controller's image failed: {e}"),
-    }
-}
-
-/// Runs `command`; its stdout, or what it said on failure.
-fn output(mut command: Command) -> Result<String, String> {
-    let out = command
-        .output()
-        .map_err(|e| format!("spawn {command:?}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{command:?}: {}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
     }
 }

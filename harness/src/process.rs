@@ -15,6 +15,23 @@ pub fn binary() -> PathBuf {
     crate::profile_dir().join("tidal-scheduler")
 }
 
+/// Runs `command`; its stdout, or what it said on failure.
+pub fn output(mut command: Command) -> Result<String, String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("spawn {command:?}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{command:?}: {}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
 /// A running child process whose stdout and stderr go to a log file. Dropping it
 /// kills it (SIGKILL) and reaps it.
 pub struct Process {

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use super::cluster::{REPO, provisioned_bin};
+use super::process::output;
 
 /// One recorded release.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,34 +168,17 @@ fn cache_root() -> Result<PathBuf, String> {
     Ok(PathBuf::from(home).join(".cache/tidal-scheduler/releases"))
 }
 
-fn git(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(REPO)
-        .output()
-        .map_err(|e| format!("run git: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "git {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+/// `git ARGS` in the repository; its stdout, or what git said on failure.
+pub fn git(args: &[&str]) -> Result<String, String> {
+    let mut command = Command::new("git");
+    command.args(args).current_dir(REPO);
+    output(command)
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
-    let status = Command::new("cp")
-        .arg("-R")
-        .arg(from)
-        .arg(to)
-        .status()
-        .map_err(|e| format!("run cp: {e}"))?;
-    status
-        .success()
-        .then_some(())
-        .ok_or_else(|| format!("cp -R {} {}: {status}", from.display(), to.display()))
+    let mut command = Command::new("cp");
+    command.arg("-R").arg(from).arg(to);
+    output(command).map(drop)
 }
 
 #[cfg(test)]
