@@ -103,7 +103,13 @@ async fn partition_black_hole() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn slow_api_server() {
-    drill(Scenario::SlowApiServer, 1).await;
+    let report = drill(Scenario::SlowApiServer, 1).await;
+    // The fault held: a request through a replica's proxy took at least the toxic's least
+    // delay (1,250 ms less 750 ms of jitter).
+    let round_trip = report.faults[0]
+        .round_trip_ms
+        .expect("the slow fault measures a round trip");
+    assert!(round_trip >= 500.0, "a round trip of {round_trip:.0} ms");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -47,6 +47,8 @@ pub struct Fault {
     pub start: Timestamp,
     /// When it was healed (equal to `start` for an instant fault such as a kill).
     pub end: Timestamp,
+    /// For a fault that slows requests: one request's round trip while it held, ms.
+    pub round_trip_ms: Option<f64>,
 }
 
 /// Everything a scenario observed.
@@ -89,6 +91,8 @@ pub struct Verdict {
     pub failed: usize,
     /// Neither applied nor superseded.
     pub lost: usize,
+    /// The objects with lost instants, and how many each.
+    pub lost_in: Vec<(String, usize)>,
     /// Applied or counted more than once.
     pub duplicated: usize,
     /// Applied before their instant.
@@ -119,7 +123,11 @@ pub fn check(observed: &Observations) -> Verdict {
         ..Verdict::default()
     };
     for (object, tide) in &observed.tides {
+        let lost = verdict.lost;
         account_instants(observed, object, tide, &mut verdict);
+        if verdict.lost > lost {
+            verdict.lost_in.push((object.clone(), verdict.lost - lost));
+        }
     }
     if observed.audited {
         judge_writes(&observed.writes, &mut verdict);

@@ -258,6 +258,25 @@ impl Local {
             .ok_or_else(|| format!("no running replica {name}"))
     }
 
+    /// How long one request of replica `name` takes now: `GET /version` through its proxy,
+    /// on a new connection.
+    pub async fn round_trip(&self, name: &str) -> Result<Duration, String> {
+        let path = self.env.log_dir().join(format!("{name}.kubeconfig"));
+        let config = kube::Config::from_custom_kubeconfig(
+            read_kubeconfig(&path)?,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        let client = Client::try_from(config).map_err(|e| e.to_string())?;
+        let started = std::time::Instant::now();
+        client
+            .apiserver_version()
+            .await
+            .map_err(|e| format!("GET /version as {name}: {e}"))?;
+        Ok(started.elapsed())
+    }
+
     /// A kubeconfig for replica `name`: the admin's, through `listen`, impersonating
     /// the scenario's user.
     fn kubeconfig_for(&self, name: &str, listen: &str) -> Result<PathBuf, String> {

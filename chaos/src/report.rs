@@ -70,6 +70,20 @@ impl Report {
     }
 }
 
+/// The objects with lost instants, the first ten named.
+fn lost_in(objects: &[(String, usize)]) -> String {
+    const NAMED: usize = 10;
+    let mut named: Vec<String> = objects
+        .iter()
+        .take(NAMED)
+        .map(|(object, lost)| format!("{object} ({lost})"))
+        .collect();
+    if objects.len() > NAMED {
+        named.push(format!("{} more objects", objects.len() - NAMED));
+    }
+    named.join(", ")
+}
+
 /// The invariants and bounds `verdict` breaks (failed triggers count only where the
 /// fault does not make the API server refuse or time out writes).
 pub fn problems(
@@ -83,8 +97,14 @@ pub fn problems(
     if verdict.failed > 0 && !failures_expected {
         problems.push(format!("{} triggers failed", verdict.failed));
     }
+    if verdict.lost > 0 {
+        problems.push(format!(
+            "{} instants lost, in {}",
+            verdict.lost,
+            lost_in(&verdict.lost_in)
+        ));
+    }
     let counts = [
-        (verdict.lost, "instants lost"),
         (verdict.duplicated, "instants applied twice"),
         (verdict.early, "triggers applied early"),
         (verdict.zombie_writes, "zombie writes"),

@@ -171,6 +171,7 @@ mod tests {
                 restarted_in_place: false,
                 start: at(10),
                 end: at(16),
+                round_trip_ms: None,
             }],
             verdict: Verdict::default(),
             lateness: Percentiles::default(),

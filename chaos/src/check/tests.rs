@@ -99,6 +99,7 @@ fn an_instant_neither_applied_nor_superseded_is_lost() {
     ];
     let verdict = check(&observations(entries, 10));
     assert_eq!(verdict.lost, 1 + 2);
+    assert_eq!(verdict.lost_in, [("web".to_owned(), 3)]);
     assert_eq!(verdict.instants, 5);
 }
 
@@ -168,6 +169,7 @@ fn failover_is_measured_from_the_fault_to_another_holder() {
         restarted_in_place,
         start: at(10),
         end: at(10),
+        round_trip_ms: None,
     };
     let holding = |seconds: i64, holder: &str| Holding {
         at: at(seconds),
@@ -209,6 +211,7 @@ fn a_skewed_replica_taking_the_lease_is_counted() {
         restarted_in_place: false,
         start: at(10),
         end: at(30),
+        round_trip_ms: None,
     };
     let holding = |seconds: i64, holder: &str| Holding {
         at: at(seconds),

@@ -86,6 +86,7 @@ fn fault(kind: &str, target: &str, leader: bool, start: Timestamp) -> Fault {
         restarted_in_place: false,
         start,
         end: Timestamp::now(),
+        round_trip_ms: None,
     }
 }
 

@@ -40,9 +40,15 @@ pub async fn slow(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String> {
     for name in &names {
         drill.cluster.local()?.partition(name, toxic)?;
     }
-    tokio::time::sleep(3 * drill.timing.duration).await;
+    let held = tokio::time::Instant::now() + 3 * drill.timing.duration;
+    // What the fault did: a request through one replica's proxy, slowed.
+    let round_trip = drill.cluster.local()?.round_trip(&names[0]).await?;
+    tokio::time::sleep_until(held).await;
     for name in &names {
         drill.cluster.local()?.heal(name)?;
     }
-    Ok(vec![fault("slow", "all replicas", false, start)])
+    Ok(vec![Fault {
+        round_trip_ms: Some(round_trip.as_secs_f64() * 1000.0),
+        ..fault("slow", "all replicas", false, start)
+    }])
 }
