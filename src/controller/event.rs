@@ -28,9 +28,6 @@ pub const MAX_DEFERRAL: Duration = Duration::from_secs(30);
 /// reconciles of a burst are shorter.
 pub const QUIET: Duration = Duration::from_millis(250);
 
-/// How often the publisher looks whether reconciles went idle.
-const IDLE_POLL: Duration = Duration::from_millis(20);
-
 /// An Event waiting to be published.
 struct Queued {
     reference: ObjectReference,
@@ -68,9 +65,7 @@ impl EventSink {
                     note,
                     since,
                 } = queued;
-                while reconciles.quiet_for() < QUIET && since.elapsed() < MAX_DEFERRAL {
-                    tokio::time::sleep(IDLE_POLL).await;
-                }
+                reconciles.quiet(QUIET, since + MAX_DEFERRAL).await;
                 let note = truncate(note, 1024);
                 match gate.guard(recorder.publish(&reference, reason, note)).await {
                     Ok(Ok(())) => {}

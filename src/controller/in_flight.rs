@@ -1,14 +1,16 @@
 //! Counts reconciles in progress and remembers when the last one ended. Events are
 //! published once reconciles have been quiet for a moment, and shutdown waits for them to
-//! finish.
+//! finish: both are woken when a reconcile begins or ends, never by polling.
 
+use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-use crate::sync::lock;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::sync::lock;
 
 /// Reconciles in progress, shared.
 #[derive(Debug, Clone)]
@@ -18,6 +20,8 @@ pub struct InFlight(Arc<Shared>);
 struct Shared {
     running: AtomicUsize,
     last_end: Mutex<Instant>,
+    /// Told whenever a reconcile begins or ends.
+    changed: Notify,
 }
 
 /// One reconcile in progress, until dropped.
@@ -29,6 +33,7 @@ impl Default for InFlight {
         InFlight(Arc::new(Shared {
             running: AtomicUsize::new(0),
             last_end: Mutex::new(Instant::now()),
+            changed: Notify::new(),
         }))
     }
 }
@@ -37,6 +42,7 @@ impl InFlight {
     /// Counts a reconcile until the returned guard is dropped.
     pub fn enter(&self) -> Entered {
         self.0.running.fetch_add(1, Ordering::Relaxed);
+        self.0.changed.notify_waiters();
         Entered(self.0.clone())
     }
 
@@ -53,6 +59,41 @@ impl InFlight {
         let last_end = *lock(&self.0.last_end);
         last_end.elapsed()
     }
+
+    /// Returns once no reconcile runs.
+    pub async fn drained(&self) {
+        loop {
+            // Registered before the count is read, so an end in between is not missed.
+            let mut changed = pin!(self.0.changed.notified());
+            changed.as_mut().enable();
+            if self.count() == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Returns once no reconcile has run for `quiet`, or at `deadline`.
+    pub async fn quiet(&self, quiet: Duration, deadline: Instant) {
+        loop {
+            let mut changed = pin!(self.0.changed.notified());
+            changed.as_mut().enable();
+            let quiet_for = self.quiet_for();
+            if quiet_for >= quiet || Instant::now() >= deadline {
+                return;
+            }
+            // Idle: until the quiet period is over, unless a reconcile begins first.
+            let wake = if self.count() > 0 {
+                deadline
+            } else {
+                deadline.min(Instant::now() + (quiet - quiet_for))
+            };
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
 }
 
 impl Drop for Entered {
@@ -60,6 +101,7 @@ impl Drop for Entered {
         // The time is set before the count drops, so a quiet period never starts early.
         *lock(&self.0.last_end) = Instant::now();
         self.0.running.fetch_sub(1, Ordering::Relaxed);
+        self.0.changed.notify_waiters();
     }
 }
 
@@ -82,5 +124,60 @@ mod tests {
         assert_eq!(in_flight.count(), 0);
         tokio::time::advance(Duration::from_millis(300)).await;
         assert_eq!(in_flight.quiet_for(), Duration::from_millis(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drained_returns_when_the_last_reconcile_ends() {
+        let in_flight = InFlight::default();
+        in_flight.drained().await;
+        let running = in_flight.enter();
+        let waiting = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move { in_flight.drained().await }
+        });
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!waiting.is_finished(), "drained while a reconcile runs");
+        drop(running);
+        waiting.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_waits_out_the_period_after_the_last_reconcile() {
+        let in_flight = InFlight::default();
+        let period = Duration::from_millis(250);
+        let far = Instant::now() + Duration::from_secs(30);
+        let running = in_flight.enter();
+        let started = Instant::now();
+        let waiting = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move { in_flight.quiet(period, far).await }
+        });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(!waiting.is_finished(), "quiet while a reconcile runs");
+        drop(running);
+        // Another reconcile within the period starts the period again.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(in_flight.enter());
+        waiting.await.unwrap();
+        let took = started.elapsed();
+        let expected = Duration::from_millis(5100) + period;
+        assert!(
+            took >= expected && took < expected + Duration::from_millis(5),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_gives_up_at_the_deadline() {
+        let in_flight = InFlight::default();
+        let _running = in_flight.enter();
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(30);
+        in_flight.quiet(Duration::from_millis(250), deadline).await;
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(30) && took < Duration::from_millis(30_005),
+            "{took:?}"
+        );
     }
 }

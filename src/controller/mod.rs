@@ -327,12 +327,10 @@ fn log_outcome<Q: std::fmt::Display>(error: Option<kube::runtime::controller::Er
 async fn drained_after(shutdown: watch::Receiver<bool>, in_flight: InFlight, readiness: Readiness) {
     changed_to_true(shutdown).await;
     readiness.set(false);
-    let drained = async {
-        while in_flight.count() > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
+    if tokio::time::timeout(SHUTDOWN_GRACE, in_flight.drained())
+        .await
+        .is_err()
+    {
         tracing::warn!(
             running = in_flight.count(),
             "reconciles still running after the grace period"
