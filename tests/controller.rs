@@ -18,6 +18,7 @@ use tidal_scheduler::api::{NoCalendars, TidalScheduler, TriggerResult, validate}
 
 use common::cluster::TestEnv;
 use common::fixtures::{deployment, hpa, install_widget_crd, object, stateful_set};
+use common::holding_proxy::HoldingProxy;
 use common::tide::*;
 
 const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
@@ -872,10 +873,50 @@ async fn a_rejected_write_is_apply_failed_recorded_once_and_retried() {
 #[tokio::test]
 async fn sigterm_stops_the_controller_after_running_reconciles() {
     let env = TestEnv::new().await;
-    let mut controller = start_controller(&env, "controller");
     create_deployment(&env, "web").await;
-    create_running(&env, "web").await;
+    // Its requests pass a proxy that holds everything from the first status write on: the
+    // reconcile sending it stays in flight until the proxy heals.
+    let pki = env
+        .control_plane()
+        .dir()
+        .expect("own control plane")
+        .join("pki");
+    let proxy = HoldingProxy::start(&pki, env.client.clone()).await;
+    let kubeconfig = env.kubeconfig_for_server("controller", &proxy.url());
+    let mut controller = start_replica_via(
+        &env,
+        "controller",
+        &["--leader-elect", "false"],
+        &kubeconfig,
+    );
+    proxy.hold_from("PATCH", "/status");
+    create(
+        &env,
+        daily("web", ("apps/v1", "Deployment", "web"), "Status", 1),
+    )
+    .await;
+    eventually("a held status write", || async {
+        proxy
+            .holding()
+            .then_some(())
+            .ok_or_else(|| "none yet".to_owned())
+    })
+    .await;
     controller.signal("TERM");
+    // Draining: it says it is no longer ready, and keeps running while the reconcile waits.
+    eventually("/readyz 503 after SIGTERM", || async {
+        match common::replicas::http_get(&controller, "/readyz").0 {
+            503 => Ok(()),
+            code => Err(format!("/readyz {code}")),
+        }
+    })
+    .await;
+    assert!(
+        controller.try_status().is_none(),
+        "exited with a reconcile in flight:\n{}",
+        controller.log()
+    );
+    proxy.heal();
     let exit = within(Duration::from_secs(30), "the controller's exit", async {
         tokio::task::spawn_blocking(move || {
             let status = controller.wait(Duration::from_secs(25));
@@ -887,6 +928,20 @@ async fn sigterm_stops_the_controller_after_running_reconciles() {
     .await;
     assert!(exit.0.success(), "exit {:?}; log:\n{}", exit.0, exit.1);
     assert!(exit.1.contains("controller stopped"), "{}", exit.1);
+    assert!(
+        !exit
+            .1
+            .contains("reconciles still running after the grace period"),
+        "{}",
+        exit.1
+    );
+    // The held write was the reconcile's status, delivered at the heal.
+    let object = env
+        .api::<TidalScheduler>()
+        .get("web")
+        .await
+        .expect("the object");
+    assert_eq!(status(&object).observed_generation, Some(1));
 }
 
 #[tokio::test]

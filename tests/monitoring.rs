@@ -62,7 +62,16 @@ fn every_alert_has_a_unit_test() {
         .into_iter()
         .flatten()
         .flat_map(|group| group["rules"].as_array().into_iter().flatten())
-        .filter_map(|rule| rule["alert"].as_str());
+        .filter_map(|rule| rule["alert"].as_str())
+        .collect::<Vec<_>>();
+    // Counted independently of the parse above: a path that finds nothing must fail.
+    let text = std::fs::read_to_string(monitoring("prometheus-rule.yaml")).expect("read");
+    let written = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("- alert:"))
+        .count();
+    assert!(written > 0, "prometheus-rule.yaml has no alerts");
+    assert_eq!(alerts.len(), written, "alerts found: {alerts:?}");
     for alert in alerts {
         assert!(
             tested.contains(&alert),
