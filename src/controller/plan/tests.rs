@@ -380,3 +380,22 @@ fn the_status_patch_carries_the_version_read_and_clears_what_is_gone() {
     );
     assert_eq!(patch["status"]["activeRule"], "odd");
 }
+
+#[test]
+fn a_status_field_of_a_newer_release_survives_this_releases_writes() {
+    // After a downgrade the newer CRD stays, and with it a field only the newer release
+    // writes: this one reads past it and its merge patch leaves it as stored.
+    let (_, known) = created_at_06();
+    let mut stored = serde_json::to_value(&known).unwrap();
+    stored["fieldOfANewerRelease"] = serde_json::json!({ "kept": true });
+    let old: TidalSchedulerStatus =
+        serde_json::from_value(stored).expect("an unknown status field is ignored");
+    assert_eq!(old, known);
+    let mut new = old.clone();
+    new.desired_replicas = Some(7);
+    let patch = status_patch(&old, &new, Some("42")).unwrap();
+    assert!(
+        patch["status"].get("fieldOfANewerRelease").is_none(),
+        "the patch touches only what this release knows: {patch}"
+    );
+}
