@@ -1,6 +1,7 @@
 //! Counts reconciles in progress and remembers when the last one ended. Events are
 //! published once reconciles have been quiet for a moment, and shutdown waits for them to
-//! finish: both are woken when a reconcile begins or ends, never by polling.
+//! finish: both are woken when the last reconcile in progress ends, never by polling (a
+//! reconcile that begins meanwhile is seen when the quiet period would have been over).
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +21,7 @@ pub struct InFlight(Arc<Shared>);
 struct Shared {
     running: AtomicUsize,
     last_end: Mutex<Instant>,
-    /// Told whenever a reconcile begins or ends.
+    /// Told when the last reconcile in progress ends (in a burst, once, not per reconcile).
     changed: Notify,
 }
 
@@ -42,7 +43,6 @@ impl InFlight {
     /// Counts a reconcile until the returned guard is dropped.
     pub fn enter(&self) -> Entered {
         self.0.running.fetch_add(1, Ordering::Relaxed);
-        self.0.changed.notify_waiters();
         Entered(self.0.clone())
     }
 
@@ -82,7 +82,8 @@ impl InFlight {
             if quiet_for >= quiet || Instant::now() >= deadline {
                 return;
             }
-            // Idle: until the quiet period is over, unless a reconcile begins first.
+            // Idle: until the quiet period is over (a reconcile begun meanwhile is seen
+            // then); busy: until the last one ends.
             let wake = if self.count() > 0 {
                 deadline
             } else {
@@ -100,8 +101,9 @@ impl Drop for Entered {
     fn drop(&mut self) {
         // The time is set before the count drops, so a quiet period never starts early.
         *lock(&self.0.last_end) = Instant::now();
-        self.0.running.fetch_sub(1, Ordering::Relaxed);
-        self.0.changed.notify_waiters();
+        if self.0.running.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.0.changed.notify_waiters();
+        }
     }
 }
 
@@ -161,6 +163,33 @@ mod tests {
         waiting.await.unwrap();
         let took = started.elapsed();
         let expected = Duration::from_millis(5100) + period;
+        assert!(
+            took >= expected && took < expected + Duration::from_millis(5),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_begun_in_the_period_holds_quiet_until_it_ends() {
+        let in_flight = InFlight::default();
+        let period = Duration::from_millis(250);
+        let started = Instant::now();
+        let waiting = tokio::spawn({
+            let in_flight = in_flight.clone();
+            async move {
+                in_flight
+                    .quiet(period, started + Duration::from_secs(30))
+                    .await
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let running = in_flight.enter();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!waiting.is_finished(), "quiet while a reconcile runs");
+        drop(running);
+        waiting.await.unwrap();
+        let took = started.elapsed();
+        let expected = Duration::from_millis(2100) + period;
         assert!(
             took >= expected && took < expected + Duration::from_millis(5),
             "{took:?}"
