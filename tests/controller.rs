@@ -876,11 +876,7 @@ async fn sigterm_stops_the_controller_after_running_reconciles() {
     create_deployment(&env, "web").await;
     // Its requests pass a proxy that holds everything from the first status write on: the
     // reconcile sending it stays in flight until the proxy heals.
-    let pki = env
-        .control_plane()
-        .dir()
-        .expect("own control plane")
-        .join("pki");
+    let pki = env.control_plane().pki();
     let proxy = HoldingProxy::start(&pki, env.client.clone()).await;
     let kubeconfig = env.kubeconfig_for_server("controller", &proxy.url());
     let mut controller = start_replica_via(

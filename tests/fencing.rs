@@ -58,11 +58,7 @@ async fn fleet_behind_proxies(env: &TestEnv, rules: &[(&str, &str, i32)]) -> Fle
         manifest("web", "apps/v1", "Deployment", "web", "Scale", rules),
     )
     .await;
-    let pki = env
-        .control_plane()
-        .dir()
-        .expect("own control plane")
-        .join("pki");
+    let pki = env.control_plane().pki();
     let mut proxies = HashMap::new();
     let mut replicas = Vec::new();
     for name in NAMES {

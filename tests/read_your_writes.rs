@@ -49,10 +49,7 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
     )
     .await;
     let control_plane = env.control_plane();
-    let pki = control_plane
-        .dir()
-        .expect("the harness's own control plane")
-        .join("pki");
+    let pki = control_plane.pki();
     let proxy = lagging_proxy::start(&pki, control_plane.client().await, WATCH_LAG).await;
     let proxied = env.kubeconfig_for_server("proxied", &format!("https://{proxy}"));
     let mut args = vec!["run", "--namespace", &env.namespace, "--log-format", "json"];

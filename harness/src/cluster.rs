@@ -140,6 +140,14 @@ impl ControlPlane {
         self.dir.as_deref()
     }
 
+    /// Its certificates and keys (`pki/` of a control plane started here): proxies in
+    /// front of the API server serve its certificate.
+    pub fn pki(&self) -> PathBuf {
+        self.dir()
+            .expect("a control plane started by the harness")
+            .join("pki")
+    }
+
     /// The directory of its provisioned binaries (a control plane started here).
     pub fn bin(&self) -> Option<&Path> {
         self.bin.as_deref()
