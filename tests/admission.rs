@@ -308,7 +308,7 @@ async fn a_custom_kind_is_denied_until_mapped_then_needs_its_scale_right() {
     let env = TestEnv::new().await;
     policy(&env).await;
     let carol = author(&env, "carol").await;
-    install_widget_crd(&env).await;
+    install_widget_crd(&env.client).await;
     let widget = scale("widget", "example.com/v1", "Widget", "w");
 
     assert_denied(

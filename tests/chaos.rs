@@ -22,6 +22,7 @@ async fn drill(scenario: Scenario, faults: usize) -> Report {
         faults,
         duration: Duration::from_secs(300),
         patience: Patience::Loaded,
+        period: None,
     };
     let report = run_local(scenario, limits)
         .await

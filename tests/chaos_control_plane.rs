@@ -14,6 +14,7 @@ async fn api_server_and_etcd_restarts() {
             faults: 2,
             duration: Duration::from_secs(300),
             patience: Patience::Loaded,
+            period: None,
         };
         let report = run_local(scenario, limits)
             .await

@@ -12,12 +12,13 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, TriggerResult, validate};
 
 use common::cluster::TestEnv;
-use common::fixtures::{deployment, hpa, install_widget_crd, object, stateful_set};
+use common::fixtures::{
+    deployment, hpa, install_widget_crd, stateful_set, widget, widget_resource,
+};
 use common::holding_proxy::HoldingProxy;
 use common::tide::*;
 
@@ -285,23 +286,17 @@ async fn colliding_rules_resolve_to_the_max_and_are_reported() {
 #[tokio::test]
 async fn scale_mode_writes_deployments_stateful_sets_and_custom_resources() {
     let env = TestEnv::new().await;
-    install_widget_crd(&env).await;
+    install_widget_crd(&env.client).await;
     let _controller = start_controller(&env, "controller");
     create_deployment(&env, "web").await;
     env.api::<StatefulSet>()
         .create(&PostParams::default(), &stateful_set("db"))
         .await
         .expect("create StatefulSet");
-    let widget_resource =
-        ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"));
     let widgets: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.namespace, &widget_resource);
-    let widget = object(json!({
-        "apiVersion": "example.com/v1", "kind": "Widget",
-        "metadata": { "name": "gadget" }, "spec": { "replicas": 1 },
-    }));
+        Api::namespaced_with(env.client.clone(), &env.namespace, &widget_resource());
     widgets
-        .create(&PostParams::default(), &widget)
+        .create(&PostParams::default(), &widget("gadget", 1))
         .await
         .expect("create Widget");
 

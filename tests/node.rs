@@ -788,6 +788,7 @@ async fn the_chaos_scenarios_pass_in_cluster() {
         faults: 1,
         duration: Duration::from_secs(300),
         patience: Patience::Loaded,
+        period: None,
     };
     let in_cluster: Vec<Scenario> = Scenario::ALL
         .into_iter()

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, ResourceExt};
@@ -52,7 +53,19 @@ pub struct InCluster {
     pub installation: Installation,
     /// The Lease timing of the installed Deployment (its environment, else defaults).
     pub timing: LeaseTiming,
+    /// The controller's ServiceAccount.
+    service_account: String,
+    /// The ConfigMaps of scale targets [`InCluster::allow_widgets`] added the Widget to.
+    mapped: Vec<String>,
 }
+
+/// The key and resource of the Widget in an admission policy's ConfigMap of scale
+/// targets (`Kind.group: resource`).
+const WIDGET_KEY: &str = "Widget.example.com";
+const WIDGET_RESOURCE: &str = "widgets";
+/// The name ending of those ConfigMaps (`tidal-scheduler-scale-targets`, or a Helm
+/// release's `FULLNAME-scale-targets`).
+const SCALE_TARGETS: &str = "-scale-targets";
 
 /// The controller's pods.
 const SELECTOR: &str = "app.kubernetes.io/name=tidal-scheduler";
@@ -78,6 +91,12 @@ impl InCluster {
                 )
             })?;
         let timing = timing_of(&deployment)?;
+        let service_account = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "default".to_owned());
         let namespace: Namespace = serde_json::from_value(json!({
             "metadata": { "generateName": "tidal-chaos-" },
         }))
@@ -92,7 +111,70 @@ impl InCluster {
             namespace,
             installation,
             timing,
+            service_account,
+            mapped: Vec::new(),
         })
+    }
+
+    /// Lets the installed controller scale Widgets: a ClusterRole of the run's own
+    /// (`get` on widgets, the `widgets/scale` subresource) bound to its ServiceAccount,
+    /// and the kind added to each ConfigMap of scale targets of its admission policy
+    /// that lacks it. [`InCluster::remove_workload`] takes both back.
+    pub async fn allow_widgets(&mut self) -> Result<(), String> {
+        let name = self.widget_role();
+        let role: ClusterRole = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "rules": [
+                { "apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"] },
+                {
+                    "apiGroups": ["example.com"],
+                    "resources": ["widgets/scale"],
+                    "verbs": ["get", "patch", "update"],
+                },
+            ],
+        }))
+        .map_err(|e| e.to_string())?;
+        let binding: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
+            "subjects": [{
+                "kind": "ServiceAccount",
+                "name": self.service_account,
+                "namespace": self.installation.namespace,
+            }],
+        }))
+        .map_err(|e| e.to_string())?;
+        Api::<ClusterRole>::all(self.client.clone())
+            .create(&PostParams::default(), &role)
+            .await
+            .map_err(|e| format!("create ClusterRole {name}: {e}"))?;
+        Api::<ClusterRoleBinding>::all(self.client.clone())
+            .create(&PostParams::default(), &binding)
+            .await
+            .map_err(|e| format!("create ClusterRoleBinding {name}: {e}"))?;
+        let config_maps = self.config_maps();
+        let listed = config_maps
+            .list(&ListParams::default().labels(SELECTOR))
+            .await
+            .map_err(|e| format!("list the ConfigMaps of scale targets: {e}"))?;
+        for map in listed.items {
+            let map_name = map.name_any();
+            let lacks = !map.data.is_some_and(|data| data.contains_key(WIDGET_KEY));
+            if map_name.ends_with(SCALE_TARGETS) && lacks {
+                let patch = json!({ "data": { WIDGET_KEY: WIDGET_RESOURCE } });
+                config_maps
+                    .patch(&map_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| format!("map {WIDGET_KEY} in ConfigMap {map_name}: {e}"))?;
+                self.mapped.push(map_name);
+            }
+        }
+        Ok(())
+    }
+
+    /// The name of the ClusterRole (and its binding) of [`InCluster::allow_widgets`].
+    fn widget_role(&self) -> String {
+        format!("{}-widgets", self.namespace)
     }
 
     /// The controller's pods that are running and not being deleted.
@@ -228,17 +310,52 @@ impl InCluster {
         }
     }
 
-    /// Deletes the workload's namespace (the controller forgets its objects).
+    /// Deletes the workload's namespace (the controller forgets its objects) and takes
+    /// back what [`InCluster::allow_widgets`] granted.
     pub async fn remove_workload(&self) -> Result<(), String> {
         Api::<Namespace>::all(self.client.clone())
             .delete(&self.namespace, &DeleteParams::default())
             .await
             .map_err(|e| format!("delete namespace {}: {e}", self.namespace))?;
+        let role = self.widget_role();
+        ok_if_absent(
+            Api::<ClusterRoleBinding>::all(self.client.clone())
+                .delete(&role, &DeleteParams::default())
+                .await,
+        )
+        .map_err(|e| format!("delete ClusterRoleBinding {role}: {e}"))?;
+        ok_if_absent(
+            Api::<ClusterRole>::all(self.client.clone())
+                .delete(&role, &DeleteParams::default())
+                .await,
+        )
+        .map_err(|e| format!("delete ClusterRole {role}: {e}"))?;
+        for map_name in &self.mapped {
+            let patch = json!({ "data": { WIDGET_KEY: null } });
+            ok_if_absent(
+                self.config_maps()
+                    .patch(map_name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await,
+            )
+            .map_err(|e| format!("unmap {WIDGET_KEY} in ConfigMap {map_name}: {e}"))?;
+        }
         Ok(())
     }
 
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &self.installation.namespace)
+    }
+
+    fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.installation.namespace)
+    }
+}
+
+/// A deletion's (or patch's) result, where a 404 (nothing to remove) is success too.
+fn ok_if_absent<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(drop),
     }
 }
 

@@ -99,6 +99,11 @@ struct TargetArgs {
     /// invariants are exact either way.
     #[arg(long, value_enum, default_value = "strict")]
     patience: Patience,
+    /// Seconds between the workload's fire instants (every object fires at each), instead
+    /// of the scenario's own (2 s; 30 s for failover-burst): a smaller cluster may need
+    /// more to keep up.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    period: Option<u32>,
 }
 
 impl TargetArgs {
@@ -173,6 +178,7 @@ async fn main() -> anyhow::Result<()> {
                 faults,
                 duration: max_duration,
                 patience: target.patience,
+                period: target.period,
             };
             let mut reports = Vec::new();
             for scenario in scenarios {
@@ -199,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
                 faults,
                 duration,
                 patience: target.patience,
+                period: target.period,
             };
             let report = run_mixed(&scenarios, limits, &target.target())
                 .await

@@ -10,8 +10,10 @@ use futures::{StreamExt, stream};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
-use tidal_harness::fixtures::{deployment, deployment_of_pods, unschedulable_deployment};
+use kube::api::{DynamicObject, ListParams, PostParams};
+use tidal_harness::fixtures::{
+    deployment, deployment_of_pods, install_widget_crd, widget, widget_resource,
+};
 use tidal_harness::measure::random_below;
 use tidal_harness::tide::manifest;
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, validate};
@@ -23,7 +25,7 @@ use crate::in_cluster::{InCluster, Installation};
 use crate::local::Local;
 use crate::observe::Observer;
 use crate::report::{Percentiles, Report, problems};
-use crate::scenario::{Scenario, Workload};
+use crate::scenario::{Scenario, Targets, Workload};
 use crate::scenarios::{Drill, inject};
 use crate::timing::LeaseTiming;
 
@@ -36,6 +38,9 @@ pub struct Limits {
     pub duration: Duration,
     /// How its timing bounds are set.
     pub patience: Patience,
+    /// Seconds between the workload's fire instants, instead of the first scenario's own
+    /// (its objects fire together: a burst of all of them each period).
+    pub period: Option<u32>,
 }
 
 /// How a run's timing bounds are set. The invariants — nothing lost, applied twice or
@@ -111,7 +116,10 @@ pub async fn run_mixed(
     target: &Target,
 ) -> Result<Report, String> {
     let first = *scenarios.first().ok_or("no scenario")?;
-    let workload = first.workload();
+    let mut workload = first.workload();
+    if let Some(period) = limits.period {
+        workload.period = period;
+    }
     let mut cluster = match target {
         Target::Local => {
             let faked = scenarios.iter().any(|s| s.faked_clocks());
@@ -131,6 +139,12 @@ pub async fn run_mixed(
         ));
     }
     let timing = cluster.timing();
+    if workload.targets == Targets::Widgets {
+        install_widget_crd(&cluster.client()).await;
+        if let Cluster::InCluster(in_cluster) = &mut cluster {
+            in_cluster.allow_widgets().await?;
+        }
+    }
     let tides = create_workload(&cluster, workload, target).await?;
     let names: Vec<String> = tides.keys().cloned().collect();
     let observer = Observer::start(cluster.client(), cluster.namespace(), cluster.lease());
@@ -295,9 +309,9 @@ pub fn log(scenario: Scenario, message: &str) {
     );
 }
 
-/// Creates the objects of `workload`, each with a Deployment of its own (its target,
-/// which must exist in `Status` mode too; in a cluster, of real pods); returns each
-/// object's tide.
+/// Creates the objects of `workload`, each with a target of its own (which must exist
+/// in `Status` mode too; in a cluster, a Deployment of real pods); returns each object's
+/// tide.
 async fn create_workload(
     cluster: &Cluster,
     workload: Workload,
@@ -323,24 +337,38 @@ async fn create_workload(
     let client = cluster.client();
     let namespace = cluster.namespace();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let widgets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &widget_resource());
     let objects: Api<TidalScheduler> = Api::namespaced(client, namespace);
     let created: Vec<Result<(String, Tide), String>> = stream::iter(0..workload.objects)
         .map(|i| {
-            let (rules, deployments, objects) = (rules.clone(), &deployments, &objects);
+            let (rules, deployments, widgets, objects) =
+                (rules.clone(), &deployments, &widgets, &objects);
             async move {
                 let name = format!("web-{i:04}");
-                let target_deployment = match target {
-                    Target::Local => deployment(&name),
-                    Target::InCluster(installation) if workload.pods_run => {
-                        deployment_of_pods(&name, &installation.workload_image, 1)
+                let (api_version, kind) = match workload.targets {
+                    Targets::Deployments => {
+                        let target_deployment = match target {
+                            Target::Local => deployment(&name),
+                            Target::InCluster(installation) => {
+                                deployment_of_pods(&name, &installation.workload_image, 1)
+                            }
+                        };
+                        deployments
+                            .create(&PostParams::default(), &target_deployment)
+                            .await
+                            .map_err(|e| format!("create Deployment {name}: {e}"))?;
+                        ("apps/v1", "Deployment")
                     }
-                    Target::InCluster(_) => unschedulable_deployment(&name),
+                    Targets::Widgets => {
+                        widgets
+                            .create(&PostParams::default(), &widget(&name, 1))
+                            .await
+                            .map_err(|e| format!("create Widget {name}: {e}"))?;
+                        ("example.com/v1", "Widget")
+                    }
                 };
-                deployments
-                    .create(&PostParams::default(), &target_deployment)
-                    .await
-                    .map_err(|e| format!("create Deployment {name}: {e}"))?;
-                let mut object = manifest(&name, "apps/v1", "Deployment", &name, apply, &rules);
+                let mut object = manifest(&name, api_version, kind, &name, apply, &rules);
                 object["spec"]["historyLimit"] = 100.into();
                 let object: TidalScheduler =
                     serde_json::from_value(object).map_err(|e| e.to_string())?;
@@ -360,8 +388,46 @@ async fn create_workload(
     created.into_iter().collect()
 }
 
+/// Each target's `spec.replicas` by name, `None` if it cannot be listed.
+async fn target_replicas(cluster: &Cluster, targets: Targets) -> Option<BTreeMap<String, i64>> {
+    let (client, namespace) = (cluster.client(), cluster.namespace());
+    let params = ListParams::default();
+    let replicas: Vec<(String, Option<i64>)> = match targets {
+        Targets::Deployments => Api::<Deployment>::namespaced(client, namespace)
+            .list(&params)
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .map(|d| {
+                let replicas = d.spec.as_ref().and_then(|s| s.replicas).map(i64::from);
+                (d.metadata.name.unwrap_or_default(), replicas)
+            })
+            .collect(),
+        Targets::Widgets => {
+            Api::<DynamicObject>::namespaced_with(client, namespace, &widget_resource())
+                .list(&params)
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .map(|w| {
+                    let replicas = w.data["spec"]["replicas"].as_i64();
+                    (w.metadata.name.unwrap_or_default(), replicas)
+                })
+                .collect()
+        }
+    };
+    Some(
+        replicas
+            .into_iter()
+            .filter_map(|(name, replicas)| Some((name, replicas?)))
+            .collect(),
+    )
+}
+
 /// Waits until every object has an entry for the latest instant of its rules and its
-/// `desiredReplicas` (and in `Scale` mode its Deployment's replicas) is that level; how
+/// `desiredReplicas` (and in `Scale` mode its target's replicas) is that level; how
 /// long that took and the moment that was judged at, or `None` after `bound`.
 async fn converge(
     cluster: &Cluster,
@@ -371,7 +437,6 @@ async fn converge(
     bound: Duration,
 ) -> Option<(Duration, Timestamp)> {
     let start = Instant::now();
-    let deployments: Api<Deployment> = Api::namespaced(cluster.client(), cluster.namespace());
     while start.elapsed() < bound {
         let now = Timestamp::now();
         let desired = observer.desired();
@@ -383,16 +448,14 @@ async fn converge(
                 && desired.get(name).copied().flatten() == level.map(|t| t.replicas)
         });
         if level_ok && workload.scale {
-            let listed = deployments.list(&ListParams::default()).await;
-            level_ok = listed.is_ok_and(|list| {
-                list.items.iter().all(|d| {
-                    let name = d.metadata.name.clone().unwrap_or_default();
-                    let replicas = d.spec.as_ref().and_then(|s| s.replicas);
-                    tides
-                        .get(&name)
-                        .is_none_or(|tide| tide.level_at(now).map(|t| t.replicas) == replicas)
-                })
-            });
+            level_ok = target_replicas(cluster, workload.targets)
+                .await
+                .is_some_and(|replicas| {
+                    tides.iter().all(|(name, tide)| {
+                        let level = tide.level_at(now).map(|t| i64::from(t.replicas));
+                        replicas.get(name).copied() == level
+                    })
+                });
         }
         if level_ok {
             return Some((start.elapsed(), now));

@@ -6,11 +6,12 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::wait::conditions;
 use serde_json::{Value, json};
 
-use super::cluster::{TestEnv, apply};
+use super::cluster::apply;
 use super::tide::wait_for;
 
 /// A valid TidalScheduler (as JSON, so tests can break it in any way).
@@ -75,20 +76,6 @@ pub fn deployment_of_pods(name: &str, image: &str, replicas: i32) -> Deployment 
     .expect("a Deployment")
 }
 
-/// A Deployment of one replica whose pods never leave Pending (no node has the label of
-/// their node selector): the Deployment and ReplicaSet controllers act on it, no node runs
-/// anything.
-pub fn unschedulable_deployment(name: &str) -> Deployment {
-    let mut deployment = deployment(name);
-    let pod = deployment
-        .spec
-        .as_mut()
-        .and_then(|spec| spec.template.spec.as_mut())
-        .expect("a pod template");
-    pod.node_selector = Some([("tidal.io/no-such-node".to_owned(), "true".to_owned())].into());
-    deployment
-}
-
 /// A StatefulSet of one replica.
 pub fn stateful_set(name: &str) -> StatefulSet {
     serde_json::from_value(json!({
@@ -128,9 +115,23 @@ pub fn lease(name: &str, holder: &str) -> Lease {
     .expect("a Lease")
 }
 
+/// The custom kind `Widget` (`example.com/v1`) of [`install_widget_crd`].
+pub fn widget_resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Widget"))
+}
+
+/// A Widget of `replicas`.
+pub fn widget(name: &str, replicas: i32) -> DynamicObject {
+    object(json!({
+        "apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": { "name": name }, "spec": { "replicas": replicas },
+    }))
+}
+
 /// Installs a namespaced CRD `widgets.example.com` (kind `Widget`) with a scale
-/// subresource (idempotent), and waits until it is Established.
-pub async fn install_widget_crd(env: &TestEnv) {
+/// subresource (idempotent), and waits until it is Established. No controller acts on
+/// a Widget: a write to its `/scale` is all there is.
+pub async fn install_widget_crd(client: &Client) {
     let crd = object(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -155,10 +156,10 @@ pub async fn install_widget_crd(env: &TestEnv) {
             }],
         },
     }));
-    apply(&env.client, &crd, None)
+    apply(client, &crd, None)
         .await
         .expect("apply the Widget CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait_for(
         &crds,
         "widgets.example.com",
