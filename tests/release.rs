@@ -1,7 +1,8 @@
 //! Releases: every place that carries the version agrees, the record of releases
 //! (`release/releases`) names commits of this history that carry their versions, each
 //! with its CHANGELOG section, and `release/cut.sh` builds an image archive and a
-//! packaged chart that agree — or refuses, naming what disagrees.
+//! packaged chart that agree — or refuses, naming what disagrees — and the previous
+//! release builds from its recorded commit (what `tests/upgrade.rs` installs).
 
 use std::path::Path;
 use std::process::Command;
@@ -9,7 +10,7 @@ use std::process::Command;
 use tidal_harness as common;
 
 use common::cluster::{REPO, provisioned_bin};
-use common::release::{git, recorded};
+use common::release::{git, previous_artifacts, recorded};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(Path::new(REPO).join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -176,6 +177,43 @@ fn cut_builds_an_image_and_a_chart_that_agree() {
     assert!(env.contains(&format!("COMMIT={}", head.trim())), "{env}");
     assert!(env.contains(&format!("VERSION={version}\n")), "{env}");
     std::fs::remove_dir_all(&out).expect("remove the artifacts");
+}
+
+#[test]
+fn the_previous_release_builds_from_its_recorded_commit() {
+    let artifacts = previous_artifacts();
+    let release = &artifacts.release;
+    assert_ne!(
+        release.version,
+        tidal_scheduler::VERSION,
+        "an older release"
+    );
+    assert!(
+        artifacts.image.is_file(),
+        "{} missing",
+        artifacts.image.display()
+    );
+    assert!(
+        artifacts.chart.is_file(),
+        "{} missing",
+        artifacts.chart.display()
+    );
+    let dir = artifacts.image.parent().expect("the release's directory");
+    let env = std::fs::read_to_string(dir.join("release.env")).expect("release.env");
+    assert!(
+        env.contains(&format!("COMMIT={}\n", release.commit)),
+        "{env}"
+    );
+    assert!(
+        env.contains(&format!("VERSION={}\n", release.version)),
+        "{env}"
+    );
+    let controller = std::fs::read_to_string(artifacts.deploy.join("controller.yaml"))
+        .expect("the release's deploy/controller.yaml");
+    assert!(
+        controller.contains(&format!("image: tidal-scheduler:{}\n", release.version)),
+        "its kustomize installation runs its own image"
+    );
 }
 
 /// A copy of the files cut.sh checks before it builds, in a repository of its own,
