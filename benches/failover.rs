@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 
+use common::bench_options::{list, parsed_or};
 use common::cluster::{TestEnv, control_plane};
 use common::measure::{random_below, summary};
 use common::replicas::{ALTERNATING, Fleet, create_web, lease_state};
@@ -25,20 +26,16 @@ use common::tide::wait_status;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let lease = std::env::var("TIDAL_BENCH_LEASE").unwrap_or_else(|_| "15s,10s,2s".to_owned());
-    let kills: usize = std::env::var("TIDAL_BENCH_KILLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(20);
-    let durations: Vec<&str> = lease.split(',').collect();
+    let durations = list("TIDAL_BENCH_LEASE", "15s,10s,2s");
+    let kills: usize = parsed_or("TIDAL_BENCH_KILLS", 20).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(durations.len() == 3, "TIDAL_BENCH_LEASE: three durations");
     let timing = [
         "--lease-duration",
-        durations[0],
+        durations[0].as_str(),
         "--renew-deadline",
-        durations[1],
+        durations[1].as_str(),
         "--retry-period",
-        durations[2],
+        durations[2].as_str(),
     ];
     println!("control plane: {}", control_plane().kubeconfig().display());
 
@@ -96,7 +93,10 @@ async fn main() -> anyhow::Result<()> {
         leader = successor;
     }
 
-    println!("\nthree replicas, Lease {lease} (duration, renew deadline, retry period)");
+    println!(
+        "\nthree replicas, Lease {} (duration, renew deadline, retry period)",
+        durations.join(",")
+    );
     println!(
         "{:<44} {:>7} {:>8} {:>8} {:>8}",
         "ms", "samples", "p50", "p99", "max"

@@ -25,6 +25,7 @@ use kube::{Client, Config};
 use tidal_scheduler::api::TidalScheduler;
 use tidal_scheduler::controller::{InitialList, WATCH_TIMEOUT, list_watch};
 
+use common::bench_options::parsed_or;
 use common::cluster::{TestEnv, control_plane};
 use common::measure::{proc_status_mib, summary};
 use common::tide::manifest;
@@ -35,16 +36,6 @@ const KUBECONFIG: &str = "TIDAL_BENCH_KUBECONFIG";
 const NAMESPACE: &str = "TIDAL_BENCH_NAMESPACE";
 /// A lister still running after this is stuck (10,000 objects take seconds).
 const LISTER_LIMIT: Duration = Duration::from_secs(600);
-
-fn setting(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .map(|v| {
-            v.parse()
-                .unwrap_or_else(|_| panic!("{name}={v}: not a number"))
-        })
-        .unwrap_or(default)
-}
 
 fn main() {
     if let Ok(mode) = std::env::var(LISTER) {
@@ -158,6 +149,7 @@ fn run_lister(mode: &str, env: &TestEnv, apiserver: &str) -> Run {
 }
 
 async fn bench() {
+    let setting = |name, default| parsed_or(name, default).unwrap_or_else(|e| panic!("{e}"));
     let objects = setting("TIDAL_BENCH_LIST_OBJECTS", 10_000);
     let rounds = setting("TIDAL_BENCH_ROUNDS", 3);
     let env = TestEnv::new().await;

@@ -31,6 +31,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
+use tidal_harness::bench_options::list;
 use tidal_harness::keda;
 use tidal_harness::measure::summary;
 use tidal_harness::node::Node;
@@ -210,14 +211,4 @@ fn print_row(measured: &Measured) {
             String::new()
         }
     );
-}
-
-/// The comma-separated list of variable `name`, or `default`.
-fn list(name: &str, default: &str) -> Vec<String> {
-    std::env::var(name)
-        .unwrap_or_else(|_| default.to_owned())
-        .split(',')
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect()
 }

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 pub mod audit;
+pub mod bench_options;
 pub mod cluster;
 pub mod corpus;
 pub mod fixtures;

@@ -30,3 +30,45 @@ pub fn proc_status_mib(pid: &str, field: &str) -> f64 {
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
+
+/// User + system CPU time of process `pid` so far, in seconds (`/proc/PID/stat`).
+pub fn cpu_seconds(pid: u32) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    // After the command: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
+    let ticks = |index: usize| -> Result<f64, String> {
+        fields
+            .get(index)
+            .and_then(|t| t.parse::<f64>().ok())
+            .ok_or_else(|| format!("/proc/{pid}/stat: no CPU time in field {}", index + 3))
+    };
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_of_this_process_grows_and_a_missing_process_is_named() {
+        let before = cpu_seconds(std::process::id()).expect("our own stat");
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let after = cpu_seconds(std::process::id()).expect("our own stat");
+        assert!(after >= before && before >= 0.0, "{before} then {after}");
+        let missing = cpu_seconds(u32::MAX).expect_err("no such process");
+        assert!(
+            missing.contains(&format!("/proc/{}/stat", u32::MAX)),
+            "{missing}"
+        );
+    }
+}

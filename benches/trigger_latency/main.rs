@@ -1,0 +1,172 @@
+//! Trigger latency and memory of the controller on the local control plane (etcd +
+//! kube-apiserver from the test harness).
+//!
+//! - Latency: the scheduled instant → status write acknowledged, as the controller logs it
+//!   (`trigger applied`, `lateness_ms`), with 1, 100 and 1,000 TidalSchedulers firing in
+//!   the same second; next to a baseline of the same number of plain status patches sent
+//!   by a bare client with the same concurrency (the physical limit of this machine). The
+//!   two take turns — baseline round, controller round, baseline round, ... — on objects
+//!   of their own, so slow drifts of this shared host weigh on both alike.
+//! - Memory: the controller's resident set with 10,000 TidalSchedulers of 5 rules each.
+//!
+//! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; the README keeps
+//! them). Its options (`TIDAL_BENCH_*`: one size, rounds, `Scale` mode, a fenced or
+//! watching baseline, tracing on against off) are in [`options`]; CI runs every bench
+//! once at its smallest size (see `.ci/run`).
+//!
+//! Parts: [`workload`] (the objects), [`controller`] and [`baseline`] (the two sides),
+//! [`memory`].
+
+mod baseline;
+mod controller;
+mod memory;
+mod options;
+mod workload;
+
+use jiff::{SignedDuration, Timestamp};
+use tidal_harness::cluster::control_plane;
+use tidal_harness::jaeger::traced_control_plane;
+use tidal_harness::measure::summary;
+
+use baseline::Baseline;
+use controller::Controller;
+use options::Options;
+use workload::first_instant;
+
+/// The controller's `--concurrency`, also the baseline's.
+const CONCURRENCY: usize = 64;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let options = Options::from_env()?;
+    let control_plane = if options.tracing {
+        traced_control_plane()
+    } else {
+        control_plane()
+    };
+    println!("control plane: {}", control_plane.kubeconfig().display());
+    println!(
+        "\ntrigger latency, scheduled instant -> status write acknowledged (ms); concurrency {CONCURRENCY}; apply: {}{}",
+        if options.scale() { "Scale" } else { "Status" },
+        if options.scale() && options.baseline_fenced {
+            " (baseline fenced)"
+        } else {
+            ""
+        }
+    );
+    let (first, second) = if options.tracing {
+        ("tracing on p50 / p99 / max", "tracing off p50 / p99 / max")
+    } else {
+        ("controller p50 / p99 / max", "baseline p50 / p99 / max")
+    };
+    println!(
+        "{:>7} {:>7} | {first:>28} | {second:>28} | {:>9}",
+        "objects", "samples", "p99 ratio"
+    );
+    // (objects, rounds, seconds between slots, repetitions): a p99 needs 100 samples to be
+    // more than the maximum, and an object holds at most 100 rules, hence 5 × 20 for 1.
+    // Rounds given: that many, once (CI's smoke run: 1).
+    for (objects, rounds, spacing, repetitions) in [(1, 20, 1, 5), (100, 5, 4, 1), (1000, 3, 8, 1)]
+    {
+        if options.only_objects.is_some_and(|only| only != objects) {
+            continue;
+        }
+        let (rounds, repetitions) = options.rounds.map_or((rounds, repetitions), |n| (n, 1));
+        let (mut controller, mut baseline) = (Vec::new(), Vec::new());
+        // Tracing mode: twice as many repetitions, the sides swapping slots each time, so
+        // that neither always goes first.
+        // Slots half as far apart again, so that each side's Events, published after its
+        // burst, are out before the other side's next burst (checked below).
+        let (repetitions, spacing) = if options.tracing {
+            (2 * repetitions, spacing * 3 / 2)
+        } else {
+            (repetitions, spacing)
+        };
+        for repetition in 0..repetitions {
+            let swap = options.tracing && repetition % 2 == 1;
+            let (c, b) = take_turns(&options, objects, rounds, spacing, swap).await?;
+            controller.extend(c);
+            baseline.extend(b);
+        }
+        let (c, b) = (summary(&controller), summary(&baseline));
+        println!(
+            "{objects:>7} {:>7} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.2}x",
+            controller.len(),
+            c.0,
+            c.1,
+            c.2,
+            b.0,
+            b.1,
+            b.2,
+            c.1 / b.1
+        );
+    }
+    if let Some(objects) = options.memory_objects {
+        memory::memory(&options, objects).await?;
+    }
+    Ok(())
+}
+
+/// Runs `rounds` rounds of each side, taking turns: slot k is at first + k × `spacing`
+/// seconds; the baseline (tracing mode: the untraced controller) fires at even slots, the
+/// controller's objects at odd ones — the other way round with `swap`. Returns the
+/// controller's and the baseline's latencies.
+async fn take_turns(
+    options: &Options,
+    objects: usize,
+    rounds: usize,
+    spacing: i64,
+    swap: bool,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>)> {
+    let first = first_instant(2 * objects);
+    let slots = |parity: i64| -> Vec<Timestamp> {
+        (0..rounds as i64)
+            .map(|round| first + SignedDuration::from_secs(spacing * (2 * round + parity)))
+            .collect()
+    };
+    let (first_side, second_side) = if swap { (0, 1) } else { (1, 0) };
+    if options.tracing {
+        let traced = Controller::start(options, objects, slots(first_side), true).await?;
+        let untraced = Controller::start(options, objects, slots(second_side), false).await?;
+        anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
+        let (untraced, untraced_events) = untraced.finish().await?;
+        let (traced, traced_events) = traced.finish().await?;
+        let crossing = [
+            events_in_bursts(&traced_events, &slots(second_side), &untraced),
+            events_in_bursts(&untraced_events, &slots(first_side), &traced),
+        ];
+        eprintln!(
+            "Events published during the other side's bursts: traced {}, untraced {}",
+            crossing[0], crossing[1]
+        );
+        anyhow::ensure!(
+            crossing == [0, 0],
+            "the sides are not isolated: one side's Events landed in the other's bursts"
+        );
+        return Ok((traced, untraced));
+    }
+    let controller = Controller::start(options, objects, slots(1), false).await?;
+    let baseline = Baseline::prepare(*options, objects, slots(0)).await?;
+    anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
+    let baseline = baseline.run().await?;
+    let (controller, events) = controller.finish().await?;
+    eprintln!(
+        "controller Events published during the baseline's bursts: {}",
+        events_in_bursts(&events, &slots(0), &baseline)
+    );
+    Ok((controller, baseline))
+}
+
+/// How many of the times `published` fall in a burst of the other side: from one of its
+/// `instants` to its slowest latency (`latencies`, ms) later.
+fn events_in_bursts(published: &[Timestamp], instants: &[Timestamp], latencies: &[f64]) -> usize {
+    let longest = SignedDuration::from_secs_f64(summary(latencies).2 / 1000.0);
+    published
+        .iter()
+        .filter(|&&at| {
+            instants
+                .iter()
+                .any(|&start| at >= start && at <= start + longest)
+        })
+        .count()
+}
