@@ -7,7 +7,7 @@
 //! a fresh child process (this bench re-run with `TIDAL_BENCH_LISTER=streaming|paged`),
 //! so its peak is its own; the two take turns.
 //!
-//! Run: `cargo bench --bench initial_list` (numbers on stdout; the README keeps them).
+//! Run: `cargo bench --bench initial_list` (numbers on stdout; docs/performance.md keeps them).
 //! `TIDAL_BENCH_LIST_OBJECTS=N` (default 10,000), `TIDAL_BENCH_ROUNDS=N` (default 3).
 
 use tidal_harness as common;

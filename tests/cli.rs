@@ -390,7 +390,7 @@ fn runtime_failures_exit_1_and_invalid_input_exits_2_naming_what_failed() {
     );
 }
 
-/// The README's picture: `deploy/examples/plan.svg`, and the command that draws it.
+/// The picture of docs/cli.md: `deploy/examples/plan.svg`, and the command that draws it.
 const PLAN_SVG: &str = "deploy/examples/plan.svg";
 const PLAN_SVG_ARGS: [&str; 11] = [
     "plan",

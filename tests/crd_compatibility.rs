@@ -2,7 +2,7 @@
 //! examples (`deploy/examples/` of its commit) and a generated sample that spans the
 //! schema's edges (some of it refused by both). A new required field, a narrowed enum, a
 //! tightened pattern or CEL rule fails here — then the change must be ratcheted and its
-//! reason given in CHANGELOG.md (see the README's "API compatibility of `v1alpha1`").
+//! reason given in CHANGELOG.md (see docs/releases.md, "API compatibility of `v1alpha1`").
 //!
 //! Both CRDs are served side by side under groups of their own (`old.compat.tidal.io`,
 //! `new.compat.tidal.io`): each is judged by a schema freshly established, with no window

@@ -1,4 +1,4 @@
-//! The shell scripts a user is told to run — by the README, by `--help` of the product
+//! The shell scripts a user is told to run — by the README and docs/, by `--help` of the product
 //! binary and its subcommands, and every script in the repository — run as written:
 //! each is executable and starts with a shebang, or is a library that other scripts
 //! source (`# shellcheck shell=bash` on its first line, no shebang, not executable).
@@ -96,7 +96,14 @@ fn help_texts(binary: &Path, subcommands: &[&str]) -> String {
 
 #[test]
 fn every_script_a_user_is_told_to_run_is_executable_and_has_a_shebang() {
-    let readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).expect("README");
+    // The README and every page of docs/.
+    let mut readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).expect("README");
+    let docs = std::fs::read_dir(Path::new(REPO).join("docs")).expect("docs/");
+    for page in docs.map(|entry| entry.expect("a docs/ entry").path()) {
+        if page.extension().is_some_and(|e| e == "md") {
+            readme.push_str(&std::fs::read_to_string(&page).expect("a docs/ page"));
+        }
+    }
     let product = help_texts(
         Path::new(env!("CARGO_BIN_EXE_tidal-scheduler")),
         &["run", "demo", "crd", "next", "plan", "calendar"],
@@ -119,7 +126,7 @@ fn every_script_a_user_is_told_to_run_is_executable_and_has_a_shebang() {
     );
     assert!(
         named.contains("deploy/image/build.sh") && named.contains("tests/control-plane/up.sh"),
-        "the README's scripts were not found in it: {named:?}"
+        "the docs' scripts were not found in them: {named:?}"
     );
     let problems: Vec<String> = paths.iter().filter_map(|p| problem(p)).collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));

@@ -1,5 +1,5 @@
 //! Upgrading from the previous release (the newest in `release/releases`, built from its
-//! commit) to this tree and back, on a real node, as the README's "Upgrading" says: with
+//! commit) to this tree and back, on a real node, as docs/installing.md's "Upgrading" says: with
 //! Helm (the CRD applied first, then `helm upgrade`; back with `helm rollback`) and with
 //! `kubectl apply -k` (back with the previous release's `deploy/` minus its CRD). 100
 //! objects fire every 4 s (see [`PERIOD`]) in Scale mode across both rollouts, each scaling a Widget (a

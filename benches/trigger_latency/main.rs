@@ -9,7 +9,7 @@
 //!   of their own, so slow drifts of this shared host weigh on both alike.
 //! - Memory: the controller's resident set with 10,000 TidalSchedulers of 5 rules each.
 //!
-//! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; the README keeps
+//! Run: `cargo bench --bench trigger_latency` (numbers go to stdout; docs/performance.md keeps
 //! them). Its options (`TIDAL_BENCH_*`: one size, rounds, `Scale` mode, a fenced or
 //! watching baseline, tracing on against off) are in [`options`]; CI runs every bench
 //! once at its smallest size (see `.ci/run`).
