@@ -1,6 +1,6 @@
 //! Differential test against robfig/cron v3 itself: a generated corpus of expressions and
 //! start instants goes through both robfig (a small Go program, `tests/robfig-reference`) and
-//! our engine; results must be identical except where DESIGN §3's DST policy deliberately
+//! our engine; results must be identical except where docs/design.md §3's DST policy deliberately
 //! differs (the first differing instant within 2 h of a UTC-offset change) or where robfig
 //! accepts an expression that can never fire (we reject it).
 
@@ -131,7 +131,7 @@ fn engine_matches_robfig_except_the_documented_dst_policy() {
                 if zone.is_empty() || zone == "Local" =>
             {
                 // Deliberate: robfig reads `TZ= ` as UTC and `TZ=Local` as the process's zone;
-                // the zone must be named, never taken from the process (DESIGN §3).
+                // the zone must be named, never taken from the process (docs/design.md §3).
                 tally.zone_deviation += 1;
             }
             (Answer::Fires(_), Err(error)) => {

@@ -1,5 +1,5 @@
 //! The one place that reads the wall clock, behind a trait so tests can pin time, and
-//! how far that clock is from the API server's (DESIGN §6: timers trust the wall clock,
+//! how far that clock is from the API server's (docs/design.md §6: timers trust the wall clock,
 //! so a replica whose clock is off must not lead).
 
 mod metrics;

@@ -1,6 +1,6 @@
 //! How far this replica's wall clock is from the API server's, estimated from the `Date`
 //! header of API responses, so that a replica with a bad clock — whose timers would fire
-//! early or late — neither campaigns nor keeps leading (DESIGN §6).
+//! early or late — neither campaigns nor keeps leading (docs/design.md §6).
 //!
 //! A response's `Date` (whole seconds) was stamped at some moment between sending the
 //! request and receiving the response. So each response bounds the server's time

@@ -4,7 +4,7 @@
 //! 5.0, `watcher.rs`, `State::Watching`: a `WatchEvent::Bookmark` only moves its private
 //! resume version). Yet a bookmark is the API server vouching "this watch has delivered
 //! every change up to version v" — what the read-your-own-writes check needs to know when
-//! none of the watched objects changed (DESIGN §7). This is the same state machine
+//! none of the watched objects changed (docs/design.md §7). This is the same state machine
 //! (initial list, watch from the list's version, resume after a watch ends, re-list on
 //! 410 Gone), yielding the same [`Event`]s for the reflector and reporting those versions.
 //!

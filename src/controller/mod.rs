@@ -1,6 +1,6 @@
 //! The controller: keeps every TidalScheduler's status — and, in `Scale` mode, its
 //! target — at the tide level the rules dictate now, and wakes up at the next fire
-//! instant (DESIGN §4–§5).
+//! instant (docs/design.md §4–§5).
 //!
 //! ```text
 //!  watch ──► kube-runtime Controller ──► reconcile ──► validate ─► plan (pure, at now)

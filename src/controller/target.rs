@@ -204,7 +204,7 @@ impl Targets {
     /// `maxReplicas` only if needed to keep min <= max), while `gate` is open.
     ///
     /// Every write is fenced, so that one sent in a leadership term that has ended changes
-    /// nothing however late it arrives (DESIGN §6): it is conditional on the
+    /// nothing however late it arrives (docs/design.md §6): it is conditional on the
     /// resourceVersion read just before, and sent only if the gate is still open once
     /// that read has returned — so the version was read within the term. The term's first
     /// write to a target (`claim`) is a server-side apply under the term's own field

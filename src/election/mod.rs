@@ -1,4 +1,4 @@
-//! Leader election on a Lease, with client-go's semantics (DESIGN §6).
+//! Leader election on a Lease, with client-go's semantics (docs/design.md §6).
 //!
 //! ```text
 //!  standby ──(free, released, or expired lease; every retryPeriod)──► leader

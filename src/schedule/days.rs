@@ -1,4 +1,4 @@
-//! The days a rule may fire on (DESIGN §10): calendars of single dates, date ranges and
+//! The days a rule may fire on (docs/design.md §10): calendars of single dates, date ranges and
 //! yearly dates, each read in its own time zone. A rule skips the days of its `skip`
 //! calendars and, with `only` calendars, fires on their days alone; skip wins where both
 //! hold.

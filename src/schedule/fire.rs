@@ -1,5 +1,5 @@
 //! When a cron expression fires: the next instant after a given one, the latest at or
-//! before one, and all instants in an interval — with the DST policy of DESIGN §3:
+//! before one, and all instants in an interval — with the DST policy of docs/design.md §3:
 //!
 //! * a fixed wall-clock time inside a spring-forward gap fires at the first instant after
 //!   the gap, that day;

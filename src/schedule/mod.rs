@@ -2,7 +2,7 @@
 //!
 //! Pure code: no clock reads (every function takes the instant it works on), no Kubernetes
 //! types. The grammar is robfig/cron v3's six-field parser with descriptors and a
-//! `CRON_TZ=`/`TZ=` prefix; the DST policy is DESIGN §3's.
+//! `CRON_TZ=`/`TZ=` prefix; the DST policy is docs/design.md §3's.
 //!
 //! ```
 //! use jiff::Timestamp;

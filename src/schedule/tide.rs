@@ -1,5 +1,5 @@
 //! The tide: which rule's replicas are in effect at an instant, which trigger comes next,
-//! and which rules collide (DESIGN §4).
+//! and which rules collide (docs/design.md §4).
 //!
 //! The rule with the latest fire time at or before the instant sets the level; rules firing
 //! at the same instant collide, the largest `replicas` wins and ties break by name.

@@ -1,4 +1,4 @@
-//! Read your own writes (DESIGN §7), in the spirit of Kubernetes' ConsistencyStore
+//! Read your own writes (docs/design.md §7), in the spirit of Kubernetes' ConsistencyStore
 //! (`pkg/controller/util/consistency`), in one place: the watches report every
 //! resourceVersion they vouch for ([`Consistency::progress`], [`Consistency::observe`]);
 //! the reconcile records each status write ([`Consistency::wrote`]) and, before acting,
