@@ -26,7 +26,7 @@ mod workload;
 use jiff::{SignedDuration, Timestamp};
 use tidal_harness::cluster::control_plane;
 use tidal_harness::jaeger::traced_control_plane;
-use tidal_harness::measure::summary;
+use tidal_harness::measure::{grouped, summary};
 
 use baseline::Baseline;
 use controller::Controller;
@@ -59,9 +59,11 @@ async fn main() -> anyhow::Result<()> {
     } else {
         ("controller p50 / p99 / max", "baseline p50 / p99 / max")
     };
+    // A Markdown table, as docs/performance.md keeps it: paste it there with the date.
     println!(
-        "{:>7} {:>7} | {first:>28} | {second:>28} | {:>9}",
-        "objects", "samples", "p99 ratio"
+        "run of {} UTC, {} CPUs\n\n| objects | samples | {first} | {second} | p99 ratio |\n|---:|---:|---|---|---:|",
+        Timestamp::now().strftime("%Y-%m-%d %H:%M"),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     // (objects, rounds, seconds between slots, repetitions): a p99 needs 100 samples to be
     // more than the maximum, and an object holds at most 100 rules, hence 5 × 20 for 1.
@@ -90,14 +92,15 @@ async fn main() -> anyhow::Result<()> {
         }
         let (c, b) = (summary(&controller), summary(&baseline));
         println!(
-            "{objects:>7} {:>7} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.1} / {:>7.1} / {:>7.1} | {:>8.2}x",
-            controller.len(),
-            c.0,
-            c.1,
-            c.2,
-            b.0,
-            b.1,
-            b.2,
+            "| {} | {} | {} / {} / {} | {} / {} / {} | {:.2}× |",
+            grouped(objects as f64),
+            grouped(controller.len() as f64),
+            grouped(c.0),
+            grouped(c.1),
+            grouped(c.2),
+            grouped(b.0),
+            grouped(b.1),
+            grouped(b.2),
             c.1 / b.1
         );
     }

@@ -51,9 +51,30 @@ pub fn cpu_seconds(pid: u32) -> Result<f64, String> {
     Ok((ticks(11)? + ticks(12)?) / 100.0)
 }
 
+/// `value` rounded, with thousands separators (1820.3 → `1,820`), as the docs' tables.
+pub fn grouped(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_are_rounded_and_grouped_as_in_the_docs() {
+        assert_eq!(grouped(1820.3), "1,820");
+        assert_eq!(grouped(24.6), "25");
+        assert_eq!(grouped(1_000_000.0), "1,000,000");
+        assert_eq!(grouped(999.5), "1,000");
+    }
 
     #[test]
     fn cpu_time_of_this_process_grows_and_a_missing_process_is_named() {
