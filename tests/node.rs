@@ -24,8 +24,9 @@ use common::fixtures::deployment_of_pods;
 use common::node::{KUSTOMIZE_NAMESPACE, Node, container_id, node, turn};
 use common::replicas::{HolderLog, lease_record};
 use common::tide::{
-    assert_every_instant_accounted, assert_no_duplicate_history, create, entry, eventually,
-    manifest, once_at, second_after, set_rules, sleep_past, status, wait_status,
+    PATIENCE, assert_every_instant_accounted, assert_no_duplicate_history, create, entry,
+    eventually, eventually_within, manifest, once_at, second_after, set_rules, sleep_past, status,
+    wait_status,
 };
 use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::table as chaos_table;
@@ -109,7 +110,16 @@ async fn holder(client: &Client, namespace: &str, lease: &str) -> String {
         .0
 }
 
-/// Polls until the Lease is held by one of `pods`; returns that pod's name.
+/// How long a replaced leader may keep the Lease after its pod is told to stop, at worst:
+/// its whole grace period (the pods' `terminationGracePeriodSeconds`, 30 s; the drain
+/// alone may take 20 s), then, if its release did not land, the lease duration it last
+/// wrote (15 s by default) and a successor's retry period (2 s) — plus [`PATIENCE`] for
+/// the successor's own start on a busy machine. (40 s alone was exceeded once, with a
+/// build running beside the node tests.)
+const HANDOVER_AT_WORST: Duration = Duration::from_secs(30 + 15 + 2).saturating_add(PATIENCE);
+
+/// Polls until the Lease is held by one of `pods` (the old holder may take up to
+/// [`HANDOVER_AT_WORST`] to let go); returns that pod's name.
 async fn wait_holder_among(
     client: &Client,
     namespace: &str,
@@ -117,7 +127,7 @@ async fn wait_holder_among(
     pods: &[String],
 ) -> String {
     let what = format!("holder of Lease {namespace}/{lease} among {pods:?}");
-    eventually(&what, || async {
+    eventually_within(HANDOVER_AT_WORST, &what, || async {
         let holder = holder(client, namespace, lease).await;
         if pods.contains(&holder) {
             Ok(holder)

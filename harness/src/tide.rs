@@ -359,17 +359,25 @@ pub async fn wait_logged(process: &Process, message: &str) {
 
 /// Polls `probe` every 200 ms until it gives `Ok`; fails the test after [`PATIENCE`]
 /// naming `what` and the last state the probe reported (its `Err`).
-pub async fn eventually<T, F>(what: &str, mut probe: impl FnMut() -> F) -> T
+pub async fn eventually<T, F>(what: &str, probe: impl FnMut() -> F) -> T
 where
     F: Future<Output = Result<T, String>>,
 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
+    eventually_within(PATIENCE, what, probe).await
+}
+
+/// [`eventually`] with a limit of its own.
+pub async fn eventually_within<T, F>(limit: Duration, what: &str, mut probe: impl FnMut() -> F) -> T
+where
+    F: Future<Output = Result<T, String>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
     loop {
         match probe().await {
             Ok(value) => return value,
             Err(seen) => assert!(
                 tokio::time::Instant::now() < deadline,
-                "no {what} within {PATIENCE:?}: {seen}"
+                "no {what} within {limit:?}: {seen}"
             ),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
