@@ -171,8 +171,8 @@ fn keep_controller_logs(node: &Node) {
             |e| format!("not kept: {e}"),
             |()| format!("whole log: {}", file.display()),
         );
-        let tail: Vec<&str> = log.lines().rev().take(60).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(60)..];
         eprintln!("--- {pod} ({kept})\n{}", tail.join("\n"));
     }
 }
