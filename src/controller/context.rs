@@ -1,39 +1,29 @@
-//! What every reconcile shares: the client, the clock, the event sink, target discovery,
-//! the write gate, and a little per-object memory that is safe to lose (it only makes
-//! the next reconcile cheaper or tells on-time triggers from catch-ups; everything needed
-//! to recover lives in status).
+//! What every reconcile shares: the cluster it reads and writes, the clock, the write
+//! gate, the consistency records, and each object's [`Memory`] within the term.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use jiff::{SignedDuration, Timestamp};
-use kube::Client;
-use tokio::time::Instant;
+use jiff::SignedDuration;
 
 use super::calendars::CalendarsByScope;
 use super::consistency::Consistency;
-use super::event::EventSink;
 use super::in_flight::InFlight;
 use super::key::{ObjectKey, ObjectName};
 use super::metrics::ControllerMetrics;
-use super::plan::ApplyProblem;
 use super::read_back::future_tolerance;
-use super::target::Targets;
-use super::trace::{TriggerTrace, TriggerTracer};
+use super::reconcile::{Cluster, Memory};
+use super::trace::TriggerTracer;
 use crate::clock::{Clock, DEFAULT_MAX_CLOCK_OFFSET};
 use crate::election::WriteGate;
 use crate::sync::lock;
 
-/// Shared by all reconciles.
-pub struct Context {
-    /// The Kubernetes client.
-    pub client: Client,
+/// Shared by all reconciles; `C` is the cluster they read and write.
+pub struct Context<C> {
+    /// The objects, their targets and Events.
+    pub cluster: C,
     /// Wall-clock source.
     pub clock: Arc<dyn Clock>,
-    /// Kubernetes Events.
-    pub events: EventSink,
-    /// Target discovery, checks and writes.
-    pub targets: Targets,
     /// Whether this process may write.
     pub gate: WriteGate,
     /// Reconciles in progress.
@@ -51,48 +41,19 @@ pub struct Context {
     memory: Mutex<HashMap<ObjectName, Memory>>,
 }
 
-/// What this process remembers about one object (by namespace and name), within one
-/// leadership term: reset when the UID or the term changes, since another leader may have
-/// acted in between.
-#[derive(Debug, Clone, Default)]
-pub struct Memory {
-    /// The object's UID.
-    pub uid: String,
-    /// The leadership term this was learned in.
-    pub term: u64,
-    /// The next trigger instant armed while acting; a trigger at it is on time.
-    pub armed: Option<Timestamp>,
-    /// Replicas this process last wrote to the target (Scale mode).
-    pub applied: Option<i32>,
-    /// The target ([`Target::id`](super::target::Target::id)) this term has claimed: written
-    /// once under the term's own field manager, which moved its resourceVersion.
-    pub claimed: Option<String>,
-    /// Consecutive reconciles that ended with an apply problem.
-    pub failures: u32,
-    /// The last target check: when, and what it found (warnings or the problem).
-    pub checked: Option<(Instant, Result<Vec<String>, ApplyProblem>)>,
-    /// Warnings already sent as Events.
-    pub warned: Vec<String>,
-    /// The trace of a trigger not yet recorded in status (its status write failed).
-    pub trace: Option<TriggerTrace>,
-}
-
-impl Context {
+impl<C: Cluster> Context<C> {
     /// A context; `in_flight` counts its reconciles (Events wait for them).
     pub fn new(
-        client: Client,
+        cluster: C,
         clock: Arc<dyn Clock>,
-        events: EventSink,
         gate: WriteGate,
         in_flight: InFlight,
         consistency: Consistency,
         metrics: ControllerMetrics,
-    ) -> Context {
+    ) -> Context<C> {
         Context {
-            targets: Targets::new(client.clone()),
-            client,
+            cluster,
             clock,
-            events,
             gate,
             in_flight,
             consistency,
@@ -105,19 +66,19 @@ impl Context {
     }
 
     /// The context, tracing each trigger with `tracer`.
-    pub fn with_tracer(mut self, tracer: TriggerTracer) -> Context {
+    pub fn with_tracer(mut self, tracer: TriggerTracer) -> Context<C> {
         self.tracer = tracer;
         self
     }
 
     /// The context, reading calendars from `calendars`.
-    pub fn with_calendars(mut self, calendars: CalendarsByScope) -> Context {
+    pub fn with_calendars(mut self, calendars: CalendarsByScope) -> Context<C> {
         self.calendars = calendars;
         self
     }
 
     /// The context, trusting times read back from status up to `tolerance` ahead.
-    pub fn with_status_tolerance(mut self, tolerance: SignedDuration) -> Context {
+    pub fn with_status_tolerance(mut self, tolerance: SignedDuration) -> Context<C> {
         self.status_tolerance = tolerance;
         self
     }
@@ -128,11 +89,7 @@ impl Context {
         let term = self.gate.term();
         match self.lock().get(&key.name) {
             Some(memory) if memory.uid == key.uid && memory.term == term => memory.clone(),
-            _ => Memory {
-                uid: key.uid.clone(),
-                term,
-                ..Memory::default()
-            },
+            _ => Memory::fresh(&key.uid, term),
         }
     }
 

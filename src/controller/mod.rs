@@ -32,6 +32,7 @@ pub mod read_back;
 mod reason;
 mod reconcile;
 mod recorder;
+mod strategy;
 mod target;
 mod trace;
 
@@ -59,7 +60,7 @@ pub use key::{ObjectKey, ObjectName};
 pub use list_watch::{InitialList, Source, WATCH_TIMEOUT, list_watch};
 pub use metrics::ControllerMetrics;
 pub use reason::Reason;
-pub use reconcile::{MAX_SLEEP, error_policy, reconcile};
+pub use reconcile::{Cluster, KubeCluster, MAX_SLEEP, error_policy, reconcile};
 pub use recorder::{Recorder, Reporter};
 pub use trace::{TriggerTrace, TriggerTracer};
 
@@ -153,9 +154,8 @@ pub async fn run(
     }
     let ctx = Arc::new(
         Context::new(
-            client.clone(),
+            KubeCluster::new(client.clone(), events),
             Arc::new(SystemClock),
-            events,
             gate.clone(),
             in_flight.clone(),
             consistency,
@@ -278,7 +278,7 @@ fn slim<K: ResourceExt>(object: &mut K) {
 }
 
 /// Drops, now and then, the memory of objects gone from every watch cache.
-async fn forget_deleted(ctx: Arc<Context>, stores: Vec<Store<TidalScheduler>>) {
+async fn forget_deleted(ctx: Arc<Context<KubeCluster>>, stores: Vec<Store<TidalScheduler>>) {
     let mut tick = tokio::time::interval(FORGET_EVERY);
     loop {
         tick.tick().await;

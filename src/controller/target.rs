@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::plan::ApplyProblem;
+use super::strategy::Strategy;
 use crate::api::{ConditionReason, TargetRef};
 use crate::election::{NotLeading, WriteGate};
 
@@ -145,12 +146,12 @@ impl Targets {
         crate::sync::lock(&self.kinds)
     }
 
-    /// Checks that the target exists; in `Scale` mode, also that it can be scaled and that
-    /// no HPA manages it. Returns warnings (an HPA fighting over the workload).
+    /// Checks that the target exists; when its `/scale` is written, also that it has one
+    /// and that no HPA manages it. Returns warnings (an HPA fighting over the workload).
     pub async fn check(
         &self,
         target: &Target,
-        scale_mode: bool,
+        strategy: Strategy,
     ) -> Result<Vec<String>, ApplyProblem> {
         let api = self.api(target);
         let exists = retry_transient(|| api.get_metadata_opt(&target.name))
@@ -159,13 +160,11 @@ impl Targets {
         if exists.is_none() {
             return Err(not_found(target));
         }
-        if !scale_mode || target.is_hpa() {
-            return Ok(Vec::new());
+        match strategy {
+            Strategy::Status | Strategy::HpaFloor => Ok(Vec::new()),
+            Strategy::Scale if !target.scalable => Err(not_scalable(target)),
+            Strategy::Scale => self.managing_hpas(target).await,
         }
-        if !target.scalable {
-            return Err(not_scalable(target));
-        }
-        self.managing_hpas(target).await
     }
 
     /// HPAs in the target's namespace whose scaleTargetRef is the target: they would fight
@@ -200,8 +199,9 @@ impl Targets {
             .collect())
     }
 
-    /// Writes `replicas` to the target: its `/scale`, or an HPA's `minReplicas` (raising
-    /// `maxReplicas` only if needed to keep min <= max), while `gate` is open.
+    /// Writes `replicas` to the target as `strategy` says — its `/scale`, or an HPA's
+    /// `minReplicas` (raising `maxReplicas` only if needed to keep min <= max) — while
+    /// `gate` is open. [`Strategy::Status`] writes nothing.
     ///
     /// Every write is fenced, so that one sent in a leadership term that has ended changes
     /// nothing however late it arrives (docs/design.md §6): it is conditional on the
@@ -214,16 +214,28 @@ impl Targets {
     /// of the term are plain merge patches with the precondition (cheaper for the API
     /// server). A conflict within the term (another writer in between) is read again and
     /// retried.
-    pub async fn scale(
+    pub async fn write(
+        &self,
+        target: &Target,
+        strategy: Strategy,
+        replicas: i32,
+        gate: &WriteGate,
+        claim: bool,
+    ) -> Result<Result<(), ApplyProblem>, NotLeading> {
+        match strategy {
+            Strategy::Status => Ok(Ok(())),
+            Strategy::Scale => self.scale(target, replicas, gate, claim).await,
+            Strategy::HpaFloor => self.set_hpa_floor(target, replicas, gate, claim).await,
+        }
+    }
+
+    async fn scale(
         &self,
         target: &Target,
         replicas: i32,
         gate: &WriteGate,
         claim: bool,
     ) -> Result<Result<(), ApplyProblem>, NotLeading> {
-        if target.is_hpa() {
-            return self.set_hpa_floor(target, replicas, gate, claim).await;
-        }
         if !target.scalable {
             return Ok(Err(not_scalable(target)));
         }

@@ -1,0 +1,144 @@
+//! What a reconcile reads from and writes to the cluster, behind one small trait — the
+//! pattern of `election/lock.rs` — so whole reconciles are unit-tested against an
+//! in-memory fake ([`super::fake`]) and run against the API server through
+//! [`KubeCluster`].
+
+use std::future::Future;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, Patch};
+use kube::{Client, Resource};
+
+use super::super::event::EventSink;
+use super::super::key::ObjectName;
+use super::super::plan::ApplyProblem;
+use super::super::reason::Reason;
+use super::super::strategy::Strategy;
+use super::super::target::{Target, Targets, patch_params};
+use crate::api::{TargetRef, TidalScheduler};
+use crate::election::{NotLeading, WriteGate};
+
+/// The reads and writes of a reconcile.
+pub trait Cluster: Send + Sync + 'static {
+    /// The object as the API server has it now; `None` if it is gone.
+    fn read(
+        &self,
+        name: &ObjectName,
+    ) -> impl Future<Output = kube::Result<Option<TidalScheduler>>> + Send;
+
+    /// Merge-patches the object's status subresource with `patch` (which carries the
+    /// resourceVersion precondition); returns the object as written.
+    fn patch_status(
+        &self,
+        name: &ObjectName,
+        patch: &serde_json::Value,
+    ) -> impl Future<Output = kube::Result<TidalScheduler>> + Send;
+
+    /// Finds the resource of `target_ref` in `namespace`.
+    fn resolve(
+        &self,
+        target_ref: &TargetRef,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Target, ApplyProblem>> + Send;
+
+    /// Checks the target exists and can take `strategy`'s writes; returns warnings.
+    fn check(
+        &self,
+        target: &Target,
+        strategy: Strategy,
+    ) -> impl Future<Output = Result<Vec<String>, ApplyProblem>> + Send;
+
+    /// Writes `replicas` to the target as `strategy` says, fenced by `gate` (docs/design.md
+    /// §6); `claim` makes it the term's first write to the target.
+    fn write_level(
+        &self,
+        target: &Target,
+        strategy: Strategy,
+        replicas: i32,
+        gate: &WriteGate,
+        claim: bool,
+    ) -> impl Future<Output = Result<Result<(), ApplyProblem>, NotLeading>> + Send;
+
+    /// Queues an Event about `regarding` (published in the background).
+    fn event(&self, regarding: &ObjectReference, reason: Reason, note: String);
+}
+
+/// The cluster behind a Kubernetes client.
+pub struct KubeCluster {
+    client: Client,
+    targets: Targets,
+    events: EventSink,
+}
+
+impl KubeCluster {
+    /// Reconciles' reads and writes through `client`, Events through `events`.
+    pub fn new(client: Client, events: EventSink) -> KubeCluster {
+        KubeCluster {
+            targets: Targets::new(client.clone()),
+            client,
+            events,
+        }
+    }
+
+    fn api(&self, name: &ObjectName) -> Api<TidalScheduler> {
+        Api::namespaced(self.client.clone(), &name.namespace)
+    }
+}
+
+impl Cluster for KubeCluster {
+    async fn read(&self, name: &ObjectName) -> kube::Result<Option<TidalScheduler>> {
+        self.api(name).get_opt(&name.name).await
+    }
+
+    async fn patch_status(
+        &self,
+        name: &ObjectName,
+        patch: &serde_json::Value,
+    ) -> kube::Result<TidalScheduler> {
+        self.api(name)
+            .patch_status(&name.name, &patch_params(), &Patch::Merge(patch))
+            .await
+    }
+
+    async fn resolve(
+        &self,
+        target_ref: &TargetRef,
+        namespace: &str,
+    ) -> Result<Target, ApplyProblem> {
+        self.targets.resolve(target_ref, namespace).await
+    }
+
+    async fn check(
+        &self,
+        target: &Target,
+        strategy: Strategy,
+    ) -> Result<Vec<String>, ApplyProblem> {
+        self.targets.check(target, strategy).await
+    }
+
+    async fn write_level(
+        &self,
+        target: &Target,
+        strategy: Strategy,
+        replicas: i32,
+        gate: &WriteGate,
+        claim: bool,
+    ) -> Result<Result<(), ApplyProblem>, NotLeading> {
+        self.targets
+            .write(target, strategy, replicas, gate, claim)
+            .await
+    }
+
+    fn event(&self, regarding: &ObjectReference, reason: Reason, note: String) {
+        self.events.send(regarding, reason, note);
+    }
+}
+
+/// A reference to `object` with its resourceVersion (kube's `object_ref` leaves it
+/// out): Events about one version are counted as a series, a later version's are Events
+/// of their own — each trigger's, with its own note and trace id.
+pub fn regarding(object: &TidalScheduler) -> ObjectReference {
+    let mut reference = object.object_ref(&());
+    reference.resource_version = object.metadata.resource_version.clone();
+    reference
+}
