@@ -5,7 +5,7 @@
 //! in `stale_sync_skips_total`) instead of acting on the stale object — no status write
 //! is ever rejected for a stale resourceVersion, and every instant is applied once.
 //! Nothing but this controller writes the object, so any 409 would be a stale read of
-//! its own: two such paths were found and closed (`controller::consistency`) — a copy
+//! its own: two such paths were found and closed (`controller::cache::consistency`) — a copy
 //! handed to the reconcile just before the watch delivered our write (the check judged
 //! the cache, which had moved on, not the copy), and a status write cancelled in flight
 //! when a loaded machine let the term lapse (applied by the API server, never recorded;

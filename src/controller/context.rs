@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use jiff::SignedDuration;
 
-use super::calendars::CalendarsByScope;
-use super::consistency::Consistency;
-use super::in_flight::InFlight;
-use super::key::{ObjectKey, ObjectName};
-use super::metrics::ControllerMetrics;
-use super::read_back::future_tolerance;
-use super::reconcile::{Cluster, Memory};
-use super::trace::TriggerTracer;
 use crate::clock::{Clock, DEFAULT_MAX_CLOCK_OFFSET};
+use crate::controller::cache::calendars::CalendarsByScope;
+use crate::controller::cache::consistency::Consistency;
+use crate::controller::in_flight::InFlight;
+use crate::controller::key::{ObjectKey, ObjectName};
+use crate::controller::publish::metrics::ControllerMetrics;
+use crate::controller::publish::trace::TriggerTracer;
+use crate::controller::read_back::future_tolerance;
+use crate::controller::reconcile::{Cluster, Memory};
 use crate::election::WriteGate;
 use crate::sync::lock;
 

@@ -17,58 +17,48 @@
 //! writes, and each new leadership term reconciles every object anew (timers rebuilt from
 //! status, missed triggers caught up).
 
-mod calendars;
-mod consistency;
+mod cache;
 mod context;
 mod error;
-mod event;
 mod in_flight;
 mod key;
-mod list_watch;
-mod metrics;
-pub mod notice;
 pub mod plan;
-pub mod read_back;
-mod reason;
+mod publish;
+pub(crate) mod read_back;
 mod reconcile;
-mod recorder;
-mod strategy;
-mod target;
-mod trace;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use kube::Client;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{self, Store};
-use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
-pub use calendars::{CalendarCaches, CalendarsByScope};
-pub use consistency::{
-    CacheVersion, Consistency, ConsistencyStore, Freshness, TIDAL_SCHEDULERS,
-    compare_resource_versions,
-};
-pub use context::Context;
+pub use cache::consistency::compare_resource_versions;
+pub use cache::list_watch::{InitialList, Source, WATCH_TIMEOUT, list_watch};
 pub use error::Error;
-pub use event::EventSink;
-pub use in_flight::InFlight;
-pub use key::{ObjectKey, ObjectName};
-pub use list_watch::{InitialList, Source, WATCH_TIMEOUT, list_watch};
-pub use metrics::ControllerMetrics;
-pub use reason::Reason;
-pub use reconcile::{Cluster, KubeCluster, MAX_SLEEP, error_policy, reconcile};
-pub use recorder::{Recorder, Reporter};
-pub use trace::{TriggerTrace, TriggerTracer};
+pub(crate) use publish::metrics::ControllerMetrics;
+pub(crate) use publish::reason::Reason;
+pub(crate) use publish::recorder::{Recorder, Reporter};
+pub(crate) use publish::trace::TriggerTracer;
 
-use crate::api::{CalendarKind, ClusterTidalCalendar, TidalCalendar, TidalScheduler};
+use crate::api::{CalendarKind, TidalScheduler};
 use crate::clock::SystemClock;
 use crate::election::WriteGate;
 use crate::task::{self, TaskEnded};
 use crate::telemetry::server::Readiness;
+use cache::Scope;
+use cache::calendars::{self, CalendarsByScope};
+use cache::consistency::Consistency;
+use context::Context;
+use in_flight::InFlight;
+use key::ObjectName;
+use publish::event::EventSink;
+use reconcile::{KubeCluster, error_policy, reconcile};
 
 /// How often the memory of deleted objects is dropped.
 const FORGET_EVERY: Duration = Duration::from_secs(300);
@@ -120,37 +110,12 @@ pub async fn run(
         settings.metrics.events_dropped(),
     );
     let mut background = [publisher];
-    // One watch for all namespaces (scope None), or one per namespace.
-    let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
-        vec![None]
-    } else {
-        settings.namespaces.iter().cloned().map(Some).collect()
-    };
-    let consistency = Consistency::new(&scopes, &settings.metrics);
-    // Calendars: one pair of caches per scope, each feeding its scope's controller.
-    let mut calendar_watches = Vec::new();
+    let scopes = Scope::all(&client, &settings.namespaces);
+    let names: Vec<Option<String>> = scopes.iter().map(|s| s.namespace.clone()).collect();
+    let consistency = Consistency::new(&names, &settings.metrics);
     let mut calendars = CalendarsByScope::default();
     for scope in &scopes {
-        let namespaced: Api<TidalCalendar> = match scope {
-            None => Api::all(client.clone()),
-            Some(namespace) => Api::namespaced(client.clone(), namespace),
-        };
-        let (namespaced_reader, namespaced_writer) = reflector::store();
-        let (cluster_reader, cluster_writer) = reflector::store();
-        calendars.insert(
-            scope.clone(),
-            CalendarCaches {
-                namespaced: namespaced_reader,
-                cluster: cluster_reader,
-            },
-        );
-        calendar_watches.push((
-            calendar_changes(namespaced, namespaced_writer),
-            calendar_changes(
-                Api::<ClusterTidalCalendar>::all(client.clone()),
-                cluster_writer,
-            ),
-        ));
+        calendars.insert(scope.namespace.clone(), scope.calendars.clone());
     }
     let ctx = Arc::new(
         Context::new(
@@ -169,48 +134,16 @@ pub async fn run(
         .concurrency(settings.concurrency)
         .debounce(Duration::ZERO);
     let mut stores = Vec::new();
-    let controllers = scopes.into_iter().zip(calendar_watches).map(
-        |(scope, (namespaced_calendars, cluster_calendars))| {
-            let api: Api<TidalScheduler> = match &scope {
-                None => Api::all(client.clone()),
-                Some(namespace) => Api::namespaced(client.clone(), namespace),
-            };
-            let (reader, writer) = reflector::store();
-            let (echoes, observer) = (ctx.clone(), ctx.clone());
-            let progress = ctx.consistency.progress(&scope);
-            let objects = list_watch(api, settings.initial_list, WATCH_TIMEOUT, progress)
-                .default_backoff()
-                .modify(slim)
-                .reflect(writer)
-                // Counted once the event is in the cache: a reconcile on another thread must
-                // not see a version counted before its object is there.
-                .map_ok(move |event| {
-                    observer.consistency.observe(&scope, &event);
-                    event
-                })
-                .applied_objects()
-                .try_filter(move |object| std::future::ready(!echoes.consistency.is_echo(object)));
-            let (for_namespaced, for_cluster) = (reader.clone(), reader.clone());
-            let controller = Controller::for_stream(objects, reader)
-                .with_config(config.clone())
-                // A calendar's change (or deletion) re-plans every object that uses it.
-                .watches_stream(namespaced_calendars, move |calendar| {
-                    calendars::users_of(&for_namespaced, &calendar, CalendarKind::TidalCalendar)
-                })
-                .watches_stream(cluster_calendars, move |calendar| {
-                    calendars::users_of(&for_cluster, &calendar, CalendarKind::ClusterTidalCalendar)
-                })
-                .reconcile_all_on(gate.openings())
-                .graceful_shutdown_on(changed_to_true(shutdown.clone()));
-            stores.push(controller.store());
-            controller
-                .run(reconcile, error_policy, ctx.clone())
-                .for_each(|result| {
-                    log_outcome(result.err());
-                    std::future::ready(())
-                })
-        },
-    );
+    let controllers = scopes.into_iter().map(|scope| {
+        let controller = scope_controller(scope, &ctx, &settings, &config, &gate, &shutdown);
+        stores.push(controller.store());
+        controller
+            .run(reconcile, error_policy, ctx.clone())
+            .for_each(|result| {
+                log_outcome(result.err());
+                std::future::ready(())
+            })
+    });
     let controllers = futures::future::join_all(controllers.collect::<Vec<_>>());
     settings.metrics.read_objects_from(stores.clone());
     tracing::info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, "controller started");
@@ -230,51 +163,51 @@ pub async fn run(
     Ok(())
 }
 
-/// The objects of `api`, cached in `writer`; every change yields the object (a deleted one
-/// too, already gone from the cache).
-fn calendar_changes<K>(
-    api: Api<K>,
-    writer: reflector::store::Writer<K>,
-) -> impl futures::Stream<Item = Result<K, kube::runtime::watcher::Error>> + Send + 'static
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
+/// The Controller of one watched scope: its TidalSchedulers' watch (counted for
+/// read-your-writes, our own echoes filtered out), re-planned on a calendar's change and
+/// on each new leadership term, stopped by `shutdown`.
+fn scope_controller(
+    scope: Scope,
+    ctx: &Arc<Context<KubeCluster>>,
+    settings: &Settings,
+    config: &Config,
+    gate: &WriteGate,
+    shutdown: &watch::Receiver<bool>,
+) -> Controller<TidalScheduler> {
+    let Scope {
+        namespace,
+        objects: api,
+        calendars: _,
+        namespaced_calendars,
+        cluster_calendars,
+    } = scope;
+    let (reader, writer) = reflector::store();
+    let (echoes, observer) = (ctx.clone(), ctx.clone());
+    let progress = ctx.consistency.progress(&namespace);
+    let objects = list_watch(api, settings.initial_list, WATCH_TIMEOUT, progress)
         .default_backoff()
-        .modify(slim)
+        .modify(cache::slim)
         .reflect(writer)
-        .touched_objects()
-        // Failures are logged here and never reach the Controller: an error in one of its
-        // trigger streams holds back its other inputs, timers included, until consumed.
-        .filter_map(|change| {
-            std::future::ready(match change {
-                Ok(calendar) => Some(Ok(calendar)),
-                Err(error) => {
-                    tracing::warn!(
-                        kind = K::kind(&()).as_ref(),
-                        %error,
-                        "watching calendars failed; retrying with backoff (objects using calendars wait)"
-                    );
-                    None
-                }
-            })
+        // Counted once the event is in the cache: a reconcile on another thread must not
+        // see a version counted before its object is there.
+        .map_ok(move |event| {
+            observer.consistency.observe(&namespace, &event);
+            event
         })
-}
-
-/// Drops what the controller never reads from a cached object: managedFields and
-/// kubectl's last-applied annotation are most of an object's size (measured: without
-/// them the cache of 10,000 objects takes a fraction of the memory).
-fn slim<K: ResourceExt>(object: &mut K) {
-    object.managed_fields_mut().clear();
-    object
-        .annotations_mut()
-        .remove("kubectl.kubernetes.io/last-applied-configuration");
+        .applied_objects()
+        .try_filter(move |object| std::future::ready(!echoes.consistency.is_echo(object)));
+    let (for_namespaced, for_cluster) = (reader.clone(), reader.clone());
+    Controller::for_stream(objects, reader)
+        .with_config(config.clone())
+        // A calendar's change (or deletion) re-plans every object that uses it.
+        .watches_stream(namespaced_calendars, move |calendar| {
+            calendars::users_of(&for_namespaced, &calendar, CalendarKind::TidalCalendar)
+        })
+        .watches_stream(cluster_calendars, move |calendar| {
+            calendars::users_of(&for_cluster, &calendar, CalendarKind::ClusterTidalCalendar)
+        })
+        .reconcile_all_on(gate.openings())
+        .graceful_shutdown_on(changed_to_true(shutdown.clone()))
 }
 
 /// Drops, now and then, the memory of objects gone from every watch cache.

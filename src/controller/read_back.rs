@@ -22,8 +22,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::plan::seconds;
 use crate::api::TidalSchedulerStatus;
+use crate::controller::plan::seconds;
 
 /// The status to act on and what was wrong with the stored one.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,13 +9,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch};
 use kube::{Client, Resource};
 
-use super::super::event::EventSink;
-use super::super::key::ObjectName;
-use super::super::plan::ApplyProblem;
-use super::super::reason::Reason;
-use super::super::strategy::Strategy;
-use super::super::target::{Target, Targets, patch_params};
+use super::strategy::Strategy;
+use super::target::{Target, Targets, patch_params};
 use crate::api::{TargetRef, TidalScheduler};
+use crate::controller::key::ObjectName;
+use crate::controller::plan::ApplyProblem;
+use crate::controller::publish::event::EventSink;
+use crate::controller::publish::reason::Reason;
 use crate::election::{NotLeading, WriteGate};
 
 /// The reads and writes of a reconcile.

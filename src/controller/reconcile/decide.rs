@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::super::plan::{ApplyProblem, Plan};
-use super::super::strategy::Strategy;
 use super::MAX_SLEEP;
 use super::memory::Memory;
+use super::strategy::Strategy;
+use crate::controller::plan::{ApplyProblem, Plan};
 
 /// How often an existing target is checked again (existence, HPA conflicts).
 pub const TARGET_RECHECK: Duration = MAX_SLEEP;

@@ -10,13 +10,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::ApiResource;
 use kube::core::Status;
 
-use super::super::key::ObjectName;
-use super::super::plan::ApplyProblem;
-use super::super::reason::Reason;
-use super::super::strategy::Strategy;
-use super::super::target::Target;
 use super::Cluster;
+use super::strategy::Strategy;
+use super::target::Target;
 use crate::api::{ConditionReason, TargetRef, TidalScheduler};
+use crate::controller::key::ObjectName;
+use crate::controller::plan::ApplyProblem;
+use crate::controller::publish::reason::Reason;
 use crate::election::{NotLeading, WriteGate};
 use crate::sync::lock;
 

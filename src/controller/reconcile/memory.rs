@@ -6,8 +6,8 @@
 use jiff::Timestamp;
 use tokio::time::Instant;
 
-use super::super::plan::{ApplyProblem, Plan};
-use super::super::trace::TriggerTrace;
+use crate::controller::plan::{ApplyProblem, Plan};
+use crate::controller::publish::trace::TriggerTrace;
 
 /// What this process remembers about one object (by namespace and name), within one
 /// leadership term: reset when the UID or the term changes, since another leader may have
@@ -22,7 +22,7 @@ pub struct Memory {
     pub armed: Option<Timestamp>,
     /// Replicas this process last wrote to the target (Scale mode).
     pub applied: Option<i32>,
-    /// The target ([`Target::id`](super::super::target::Target::id)) this term has
+    /// The target ([`Target::id`](super::target::Target::id)) this term has
     /// claimed: written once under the term's own field manager, which moved its
     /// resourceVersion.
     pub claimed: Option<String>,

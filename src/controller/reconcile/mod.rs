@@ -17,6 +17,8 @@ mod decide;
 #[cfg(test)]
 mod fake;
 mod memory;
+mod strategy;
+mod target;
 #[cfg(test)]
 mod tests;
 
@@ -34,21 +36,21 @@ pub use cluster::{Cluster, KubeCluster};
 pub use memory::Memory;
 
 use self::decide::TargetStep;
-use super::calendars::uses_calendars;
-use super::consistency::Freshness;
-use super::context::Context;
-use super::error::Error;
-use super::key::{ObjectKey, ObjectName};
-use super::metrics::ReconcileResult;
-use super::notice;
-use super::plan::{self, ApplyProblem, Outcome, Plan};
-use super::read_back::{ReadBack, read_back};
-use super::reason::Reason;
-use super::strategy::Strategy;
-use super::trace::TriggerTrace;
+use self::strategy::Strategy;
 use crate::api::{
     Calendars, NoCalendars, SpecProblem, TidalScheduler, TidalSchedulerStatus, ValidSpec,
 };
+use crate::controller::cache::calendars::uses_calendars;
+use crate::controller::cache::consistency::Freshness;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::key::{ObjectKey, ObjectName};
+use crate::controller::plan::{self, ApplyProblem, Outcome, Plan};
+use crate::controller::publish::metrics::ReconcileResult;
+use crate::controller::publish::notice;
+use crate::controller::publish::reason::Reason;
+use crate::controller::publish::trace::TriggerTrace;
+use crate::controller::read_back::{ReadBack, read_back};
 use crate::election::NotLeading;
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer

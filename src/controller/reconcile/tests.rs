@@ -9,11 +9,11 @@ use super::fake::{FakeCluster, Written};
 use super::*;
 use crate::api::{ConditionReason, READY, TriggerResult};
 use crate::clock::Clock;
-use crate::controller::consistency::Consistency;
+use crate::controller::cache::consistency::Consistency;
 use crate::controller::in_flight::InFlight;
-use crate::controller::metrics::ControllerMetrics;
 use crate::controller::plan::Facts;
-use crate::controller::trace::TriggerTracer;
+use crate::controller::publish::metrics::ControllerMetrics;
+use crate::controller::publish::trace::TriggerTracer;
 use crate::election::{Term, WriteGate};
 use crate::schedule::{Cron, Rule, Tide};
 

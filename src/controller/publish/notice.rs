@@ -1,9 +1,9 @@
 //! Which Events a reconcile sends, decided from the plan and the statuses before and
 //! after — pure, so each case is tested here; the reconcile only queues them.
 
-use super::plan::{self, ApplyProblem, Plan};
-use super::reason::Reason;
 use crate::api::{ConditionReason, TidalSchedulerStatus};
+use crate::controller::plan::{self, ApplyProblem, Plan};
+use crate::controller::publish::reason::Reason;
 
 /// An Event to send: its reason and note.
 pub type Notice = (Reason, String);

@@ -21,7 +21,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::reason::Reason;
+use crate::controller::publish::reason::Reason;
 
 /// How long an Event stays open for counting similar ones (client-go's and kube's).
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);

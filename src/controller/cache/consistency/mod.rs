@@ -23,9 +23,9 @@ use prometheus_client::metrics::gauge::Gauge;
 
 pub use store::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
 
-use super::key::{ObjectKey, ObjectName};
-use super::metrics::ControllerMetrics;
 use crate::api::TidalScheduler;
+use crate::controller::key::{ObjectKey, ObjectName};
+use crate::controller::publish::metrics::ControllerMetrics;
 use crate::sync::lock;
 
 /// The group-resource of status writes.

@@ -20,8 +20,8 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
 
-use super::plan::NewTrigger;
 use crate::api::{ApplyMode, TidalScheduler};
+use crate::controller::plan::NewTrigger;
 use crate::telemetry::carrier::{carried, carry};
 
 /// Starts trigger traces; without export (`None`), starts nothing and costs nothing.

@@ -20,8 +20,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::plan::NewTrigger;
 use crate::api::TidalScheduler;
+use crate::controller::plan::NewTrigger;
 use crate::sync::lock;
 
 /// The exemplar of a latency observation.

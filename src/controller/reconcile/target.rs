@@ -14,9 +14,9 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::plan::ApplyProblem;
 use super::strategy::Strategy;
 use crate::api::{ConditionReason, TargetRef};
+use crate::controller::plan::ApplyProblem;
 use crate::election::{NotLeading, WriteGate};
 
 /// How long a discovered kind is trusted before it is looked up again.
@@ -434,7 +434,7 @@ where
     let retried = write
         .retry(quick_retries())
         .when(Fenced::retryable)
-        .notify(|error, after| super::trace::retry_event(error, after));
+        .notify(|error, after| crate::controller::publish::trace::retry_event(error, after));
     match retried.await {
         Ok(_) => Ok(Ok(())),
         Err(Fenced::NotLeading) => Err(NotLeading),

@@ -10,10 +10,10 @@ use kube::Client;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::in_flight::InFlight;
-use super::metrics::DroppedEvents;
-use super::reason::Reason;
-use super::recorder::{Recorder, Reporter};
+use crate::controller::in_flight::InFlight;
+use crate::controller::publish::metrics::DroppedEvents;
+use crate::controller::publish::reason::Reason;
+use crate::controller::publish::recorder::{Recorder, Reporter};
 use crate::election::WriteGate;
 use crate::task::{self, Task};
 

@@ -1,0 +1,10 @@
+//! What the controller watches and how fresh it is: one [`Scope`] per watched namespace
+//! (its TidalSchedulers and calendar caches), the watch itself ([`list_watch`]), and the
+//! records that let a reconcile read its own writes ([`consistency`]).
+
+pub(crate) mod calendars;
+pub(crate) mod consistency;
+pub(crate) mod list_watch;
+mod scope;
+
+pub(crate) use scope::{Scope, slim};
