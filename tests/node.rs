@@ -52,7 +52,30 @@ const EVERY_2S: (&str, &str, i32) = ("every-2s", "CRON_TZ=UTC */2 * * * * *", 2)
 async fn kustomized(node: &Node) -> Client {
     node.install_kustomized()
         .unwrap_or_else(|e| panic!("kubectl apply -k deploy/: {e}"));
-    node.control_plane().client().await
+    let client = node.control_plane().client().await;
+    assert_single_installation(&client).await;
+    client
+}
+
+/// Fails if a controller runs outside the kustomize installation (one left by another
+/// test): it would act on this test's objects beside the leader under test.
+async fn assert_single_installation(client: &Client) {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let params = ListParams::default().labels(CONTROLLER_PODS);
+    let others: Vec<String> = pods
+        .list(&params)
+        .await
+        .expect("list the controller's pods")
+        .items
+        .iter()
+        .filter(|pod| pod.namespace().as_deref() != Some(SYSTEM))
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .map(|pod| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "controller pods of another installation are running: {others:?}"
+    );
 }
 
 /// Waits until Deployment `name`'s rollout is complete (`kubectl rollout status`).
@@ -678,6 +701,15 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     let selector = "app.kubernetes.io/instance=tidal";
     let repository = image.split_once(':').expect("name:tag").0;
 
+    // Uninstalled however the test ends: a release left running (watching every
+    // namespace, leading its own Lease) would write the later tests' objects beside the
+    // kustomize installation — the chaos checker then rightly counts its writes as
+    // zombie writes (a CI run of 2026-12-03 did, after this test had failed).
+    let installed = HelmRelease {
+        node,
+        release,
+        namespace,
+    };
     node.helm(&[
         "install",
         release,
@@ -744,15 +776,9 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     .await;
 
     // Uninstall removes the release's objects; the CRD (crds/) and the objects stay.
-    node.helm(&[
-        "uninstall",
-        release,
-        "-n",
-        namespace,
-        "--wait",
-        "--timeout=180s",
-    ])
-    .unwrap_or_else(|e| panic!("helm uninstall: {e}"));
+    installed
+        .uninstall()
+        .unwrap_or_else(|e| panic!("helm uninstall: {e}"));
     for object in [
         format!("-n {namespace} deployment/tidal-tidal-scheduler"),
         format!("-n {namespace} serviceaccount/tidal-tidal-scheduler"),
@@ -774,6 +800,42 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
     done(env).await;
     node.kubectl(&["delete", "namespace", namespace])
         .expect("delete the release namespace");
+}
+
+/// A Helm release on the node, uninstalled when dropped unless [`HelmRelease::uninstall`]
+/// did it (a panicking test included).
+struct HelmRelease<'a> {
+    node: &'a Node,
+    release: &'a str,
+    namespace: &'a str,
+}
+
+impl HelmRelease<'_> {
+    /// `helm uninstall --wait`.
+    fn uninstall(self) -> Result<String, String> {
+        let uninstalled = self.run_uninstall();
+        std::mem::forget(self);
+        uninstalled
+    }
+
+    fn run_uninstall(&self) -> Result<String, String> {
+        self.node.helm(&[
+            "uninstall",
+            self.release,
+            "-n",
+            self.namespace,
+            "--wait",
+            "--timeout=180s",
+        ])
+    }
+}
+
+impl Drop for HelmRelease<'_> {
+    fn drop(&mut self) {
+        if let Err(error) = self.run_uninstall() {
+            eprintln!("helm uninstall {} after a failure: {error}", self.release);
+        }
+    }
 }
 
 /// The chaos runner's in-cluster mode (`tidal-chaos run --mode in-cluster`) against the
