@@ -56,7 +56,12 @@ fn every_place_carrying_the_version_agrees() {
         controller.contains(&format!("image: tidal-scheduler:{version}\n")),
         "deploy/controller.yaml does not run tidal-scheduler:{version}"
     );
-    for member in ["harness/Cargo.toml", "chaos/Cargo.toml"] {
+    for member in [
+        "harness/Cargo.toml",
+        "chaos/Cargo.toml",
+        "control-plane/Cargo.toml",
+        "demo/Cargo.toml",
+    ] {
         assert_eq!(
             cargo_version(&read(member)).as_deref(),
             Some(version),

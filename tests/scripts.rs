@@ -106,7 +106,7 @@ fn every_script_a_user_is_told_to_run_is_executable_and_has_a_shebang() {
     }
     let product = help_texts(
         Path::new(env!("CARGO_BIN_EXE_tidal-scheduler")),
-        &["run", "demo", "crd", "next", "plan", "calendar"],
+        &["run", "crd", "next", "plan", "calendar"],
     );
     let mut named = mentioned_scripts(&readme);
     named.extend(mentioned_scripts(&product));

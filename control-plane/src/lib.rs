@@ -1,6 +1,6 @@
 //! Runs the local control plane's scripts (`tests/control-plane/`: `provision.sh`,
-//! `up.sh`, `down.sh`): for `demo`, and for the test harness, which calls these same
-//! functions.
+//! `up.sh`, `down.sh`, ...): for the demo (`tidal-demo`) and for the test harness, which
+//! call these same functions. A development crate: the product binary carries none of it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -27,7 +27,7 @@ pub enum ScriptError {
 }
 
 /// The directory of the scripts in this source tree.
-pub const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/control-plane");
+pub const SCRIPTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/control-plane");
 
 /// Runs `dir/name` with `args` (with `TIDAL_CONTROL_PLANE_BIN=bin` if given, and the
 /// variables `vars`), its progress on our stderr; returns the last line of its stdout.

@@ -1,4 +1,5 @@
-//! `tidal-scheduler demo`: the whole product on this machine in one command. Starts a
+//! `tidal-demo` (`cargo run -p tidal-demo`): the whole product on this machine in one
+//! command, from a source checkout (it runs the harness's scripts). Starts a
 //! local control plane (the test harness's scripts) — with Jaeger, when provisioned,
 //! which the controller, kube-apiserver and etcd trace to — installs the CRD, runs the
 //! controller, creates a Deployment and a TidalScheduler whose rules fire every few
@@ -8,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::Args;
+use std::process::ExitCode;
+
+use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
@@ -19,13 +22,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, CustomResourceExt};
 use serde_json::json;
 
-use super::error::CliError;
-use super::process;
-use super::scripts::{self, Jaeger};
-use crate::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
-use crate::controller::InitialList;
-use crate::runtime::{Options, Runtime};
-use crate::telemetry::{self, LogFormat};
+use tidal_control_plane::{self as scripts, Jaeger};
+use tidal_scheduler::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
+use tidal_scheduler::cli::process;
+use tidal_scheduler::controller::InitialList;
+use tidal_scheduler::runtime::{Options, Runtime};
+use tidal_scheduler::telemetry::{self, LogFormat};
 
 /// The namespace the demo works in.
 const NAMESPACE: &str = "tidal-demo";
@@ -33,28 +35,53 @@ const NAMESPACE: &str = "tidal-demo";
 /// The field manager of the demo's objects.
 const MANAGER: &str = "tidal-demo";
 
-/// Arguments of `demo`.
-#[derive(Debug, Args)]
-pub struct DemoArgs {
+/// Starts a local control plane (and Jaeger, when provisioned), runs the controller on
+/// a Deployment whose tide changes every few seconds, and shows each trigger live until
+/// Ctrl-C; then stops and removes everything it started.
+#[derive(Debug, Parser)]
+#[command(name = "tidal-demo", version, about, long_about = None)]
+struct DemoArgs {
     /// Directory for the control plane's state and logs (default: a fresh temporary one);
     /// removed on exit.
     #[arg(long)]
-    pub dir: Option<PathBuf>,
+    dir: Option<PathBuf>,
 
     /// Directory of the control-plane scripts (`provision.sh`, `up.sh`, `down.sh`).
     #[arg(long, env = "TIDAL_CONTROL_PLANE_SCRIPTS", default_value = scripts::SCRIPTS)]
-    pub scripts: PathBuf,
+    scripts: PathBuf,
+}
+
+/// Why the demo stopped early.
+#[derive(Debug, thiserror::Error)]
+enum DemoError {
+    /// A step failed.
+    #[error("demo: failed to {step}: {message}")]
+    Step {
+        /// What was being done.
+        step: &'static str,
+        /// Why it failed.
+        message: String,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(DemoArgs::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Runs the demo until Ctrl-C, SIGTERM or a closed stdout (`demo | head`); whatever
 /// happened — a failed start, a panic — the control plane is stopped and the directory
 /// removed before it returns.
-pub fn run(args: DemoArgs) -> Result<(), CliError> {
+fn run(args: DemoArgs) -> Result<(), DemoError> {
     // The controller's own logs would drown the demo's lines: warnings only by default.
-    telemetry::init_logs(LogFormat::Text, "warn")
-        .map_err(|e| CliError::Runtime(format!("failed to set up logging: {e}")))?;
+    telemetry::init_logs(LogFormat::Text, "warn").map_err(|e| failed("set up logging", e))?;
     // The runtime comes first so that SIGTERM and SIGINT are caught from the start.
-    let runtime = process::runtime()?;
+    let runtime = process::runtime().map_err(|e| failed("start", e))?;
     let dir = match args.dir {
         Some(dir) => dir,
         None => std::env::temp_dir().join(format!("tidal-demo-{}", std::process::id())),
@@ -93,12 +120,12 @@ impl Cleanup {
     }
 
     /// Stops and removes everything; progress on stderr (stdout may be closed).
-    fn run(mut self) -> Result<(), CliError> {
+    fn run(mut self) -> Result<(), DemoError> {
         self.done = true;
         self.stop()
     }
 
-    fn stop(&self) -> Result<(), CliError> {
+    fn stop(&self) -> Result<(), DemoError> {
         eprintln!("cleaning up ...");
         let stopped = path_arg(&self.dir)
             .and_then(|dir| script(&self.scripts, "down.sh", &[dir], None).map(drop));
@@ -154,7 +181,7 @@ impl Output {
 /// Stdout is closed.
 struct Closed;
 
-async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<(), CliError> {
+async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<(), DemoError> {
     if out
         .line(format_args!(
             "starting a local control plane in {} ...",
@@ -246,7 +273,7 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
 }
 
 /// Installs the CRDs, the namespace, a Deployment and a TidalScheduler.
-async fn install(client: &Client) -> Result<(), CliError> {
+async fn install(client: &Client) -> Result<(), DemoError> {
     let params = PatchParams::apply(MANAGER).force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [
@@ -310,7 +337,7 @@ async fn install(client: &Client) -> Result<(), CliError> {
 
 /// Prints one line per new history entry, with the Deployment's replicas at that time,
 /// until stdout is closed.
-async fn show_triggers(client: &Client, out: &mut Output) -> Result<(), CliError> {
+async fn show_triggers(client: &Client, out: &mut Output) -> Result<(), DemoError> {
     let tides: Api<TidalScheduler> = Api::namespaced(client.clone(), NAMESPACE);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let mut shown = None;
@@ -367,26 +394,26 @@ async fn script_async(
     name: &str,
     args: &[&str],
     bin: Option<&Path>,
-) -> Result<String, CliError> {
+) -> Result<String, DemoError> {
     scripts::run_async(dir, name, args, bin, &[])
         .await
         .map_err(|e| failed("run a control-plane script", e))
 }
 
 /// Runs a control-plane script.
-fn script(dir: &Path, name: &str, args: &[&str], bin: Option<&Path>) -> Result<String, CliError> {
+fn script(dir: &Path, name: &str, args: &[&str], bin: Option<&Path>) -> Result<String, DemoError> {
     scripts::run(dir, name, args, bin, &[]).map_err(|e| failed("run a control-plane script", e))
 }
 
-fn path_arg(path: &Path) -> Result<&str, CliError> {
-    path.to_str().ok_or(CliError::Demo {
+fn path_arg(path: &Path) -> Result<&str, DemoError> {
+    path.to_str().ok_or(DemoError::Step {
         step: "use the demo directory",
         message: "its path is not UTF-8".to_owned(),
     })
 }
 
-fn failed(step: &'static str, error: impl std::fmt::Display) -> CliError {
-    CliError::Demo {
+fn failed(step: &'static str, error: impl std::fmt::Display) -> DemoError {
+    DemoError::Step {
         step,
         message: error.to_string(),
     }

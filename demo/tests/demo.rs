@@ -1,4 +1,4 @@
-//! `tidal-scheduler demo`, the README's first command: it starts its own control plane
+//! `tidal-demo` (`cargo run -p tidal-demo`), the README's first command: it starts its own control plane
 //! and Jaeger, shows on-time triggers with the Deployment following them and their
 //! traces in Jaeger, and on Ctrl-C stops every process it started and removes its
 //! directory.
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::process::{Process, binary};
+use common::process::Process;
 use common::reaper::Reaper;
 
 /// Trigger lines of the demo's table: `scheduled rule replicas deployment lateness
@@ -20,6 +20,11 @@ fn on_time_lines(output: &str) -> Vec<Vec<String>> {
         .filter(|line| line.contains(" ms") && !line.contains("catch-up"))
         .map(|line| line.split_whitespace().map(str::to_owned).collect())
         .collect()
+}
+
+/// The demo's binary.
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_tidal-demo")
 }
 
 /// Whether `pid` runs (a zombie waiting for init to reap it does not).
@@ -37,7 +42,7 @@ fn demo_shows_live_triggers_and_cleans_up_on_ctrl_c() {
     Reaper::get().watch_control_plane(&dir);
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("logs/demo.log");
     let mut command = Command::new(binary());
-    command.arg("demo").arg("--dir").arg(&dir);
+    command.arg("--dir").arg(&dir);
     let mut demo = Process::spawn("demo", command, log);
 
     // Provisioning is cached by the time tests run (.ci/run provisions first).
@@ -120,7 +125,6 @@ fn demo_ends_quietly_and_cleans_up_when_its_output_is_closed() {
     let errors = Path::new(env!("CARGO_TARGET_TMPDIR")).join("logs/demo-head.stderr");
     std::fs::create_dir_all(errors.parent().unwrap()).expect("log directory");
     let mut demo = Command::new(binary())
-        .arg("demo")
         .arg("--dir")
         .arg(&dir)
         .stdout(std::process::Stdio::piped())
@@ -193,7 +197,7 @@ fn fake_demo(name: &str, scripts: &Path, dir: &Path) -> Process {
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("logs/{name}.log"));
     let mut command = Command::new(binary());
     command
-        .args(["demo", "--scripts"])
+        .arg("--scripts")
         .arg(scripts)
         .arg("--dir")
         .arg(dir)

@@ -247,7 +247,7 @@ pub fn provisioned_bin() -> Result<PathBuf, String> {
     .clone()
 }
 
-/// Runs a script of `tests/control-plane/` with the product's own runner (the demo's),
+/// Runs a script of `tests/control-plane/` with the runner the demo uses too (`tidal-control-plane`),
 /// its progress on our stderr; returns the last line of its stdout.
 pub fn run_script(script: &str, args: &[&str], bin: Option<&Path>) -> Result<String, String> {
     run_script_with(script, args, bin, &[])
@@ -261,7 +261,7 @@ pub fn run_script_with(
     vars: &[(&str, &str)],
 ) -> Result<String, String> {
     let dir = Path::new(REPO).join("tests/control-plane");
-    let line = tidal_scheduler::cli::scripts::run(&dir, script, args, bin, vars)
+    let line = tidal_control_plane::run(&dir, script, args, bin, vars)
         .map_err(|e| format!("{e}; see its output above"))?;
     if line.is_empty() {
         return Err(format!("{script} printed nothing"));

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tidal_scheduler::cli::scripts;
+use tidal_control_plane as scripts;
 
 use crate::cluster::ControlPlane;
 use crate::http::get_json;

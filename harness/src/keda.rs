@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use tidal_scheduler::cli::scripts::run;
+use tidal_control_plane::run;
 
 use super::cluster::{REPO, run_script};
 use super::node::Node;

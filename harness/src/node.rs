@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::Pod;
-use tidal_scheduler::cli::scripts::env_value;
+use tidal_control_plane::env_value;
 
 use super::cluster::{ControlPlane, REPO};
 use super::process::output;
@@ -210,7 +210,7 @@ pub fn controller_image() -> &'static Path {
     static IMAGE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let image = IMAGE.get_or_init(|| {
         let dir = Path::new(REPO).join("deploy/image");
-        tidal_scheduler::cli::scripts::run(&dir, "build.sh", &[tidal_scheduler::VERSION], None, &[])
+        tidal_control_plane::run(&dir, "build.sh", &[tidal_scheduler::VERSION], None, &[])
             .map(PathBuf::from)
             .map_err(|e| format!("{e}; see its output above"))
     });

@@ -5,7 +5,7 @@
 pub const EXIT_INVALID_INPUT: u8 = 2;
 
 /// Exit status for a failure at run time (no usable kubeconfig, an address that cannot be
-/// bound, a demo step that failed, output that cannot be written, ...).
+/// bound, output that cannot be written, ...).
 pub const EXIT_FAILURE: u8 = 1;
 
 /// Why a subcommand failed.
@@ -36,14 +36,6 @@ pub enum CliError {
     /// One or more objects failed validation; the details were already printed.
     #[error("{0} invalid object(s)")]
     InvalidObjects(usize),
-    /// A step of the demo failed.
-    #[error("demo: failed to {step}: {message}")]
-    Demo {
-        /// What was being done.
-        step: &'static str,
-        /// Why it failed.
-        message: String,
-    },
     /// Writing the output failed.
     #[error("failed to write output: {0}")]
     Write(#[from] std::io::Error),
@@ -62,7 +54,7 @@ impl CliError {
             | CliError::Read { .. }
             | CliError::Manifest { .. }
             | CliError::InvalidObjects(_) => EXIT_INVALID_INPUT,
-            CliError::Demo { .. } | CliError::Write(_) | CliError::Runtime(_) => EXIT_FAILURE,
+            CliError::Write(_) | CliError::Runtime(_) => EXIT_FAILURE,
         }
     }
 }

@@ -2,15 +2,13 @@
 
 mod calendar;
 mod chart;
-mod demo;
 mod error;
 mod live;
 mod manifests;
 mod next;
 mod plan;
-mod process;
+pub mod process;
 mod run;
-pub mod scripts;
 mod svg;
 mod timeline;
 
@@ -49,8 +47,6 @@ pub enum Command {
     Calendar(calendar::CalendarCommand),
     /// Run the controller (uses KUBECONFIG or the in-cluster configuration).
     Run(run::RunArgs),
-    /// Start a local control plane, run the controller on a sample, show triggers live.
-    Demo(demo::DemoArgs),
 }
 
 /// The file name that makes the binary a kubectl plugin (`kubectl tidal ...`).
@@ -82,7 +78,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plan(args) => plan::run(&args, Timestamp::now()),
         Command::Calendar(command) => calendar::run(&command),
         Command::Run(args) => run::run(args),
-        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
