@@ -18,7 +18,8 @@ use tidal_scheduler::api::TidalScheduler;
 
 use common::cluster::{REPO, TestEnv, apply, read_manifests};
 use common::fixtures::install_widget_crd;
-use common::tide::{eventually, manifest};
+use common::tide::manifest;
+use common::wait::eventually;
 
 /// Where deploy/admission.yaml keeps its kind → resource mapping.
 const MAPPING: (&str, &str) = ("tidal-system", "tidal-scheduler-scale-targets");

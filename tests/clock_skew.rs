@@ -9,7 +9,6 @@
 use tidal_harness as common;
 
 use std::path::Path;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::events::v1::Event;
@@ -21,6 +20,7 @@ use common::cluster::TestEnv;
 use common::process::Process;
 use common::replicas::*;
 use common::tide::*;
+use common::wait::*;
 
 /// Starts replica `name` under libfaketime with the fake time read from `file` (a
 /// relative offset such as `+45s`, re-read every second).
@@ -61,19 +61,14 @@ fn metric(process: &Process, name: &str) -> f64 {
 
 /// Polls a metric (the offset gauge is refreshed every second) until `wanted` holds.
 async fn wait_metric(process: &Process, name: &str, wanted: impl Fn(f64) -> bool) -> f64 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let value = metric(process, name);
-        if wanted(value) {
-            return value;
+    let what = format!("wanted {name} of {}", process.name());
+    eventually(&what, || async {
+        match metric(process, name) {
+            value if wanted(value) => Ok(value),
+            value => Err(format!("{name} is {value}")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{}: {name} is {value}",
-            process.name()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// Checks that no trigger in the status was applied before its instant.

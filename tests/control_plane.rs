@@ -6,10 +6,11 @@ use tidal_harness as common;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::cluster::{ControlPlane, REPO, TestEnv, control_plane, run_script};
 use common::process::Process;
+use common::wait::{PACE, blocking_eventually, blocking_poll};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 
@@ -25,13 +26,13 @@ fn scratch_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Polls `condition` every 50 ms until it holds; panics with `what` after `timeout`.
+/// Polls `condition` until it holds; panics with `what` after `timeout`.
 fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !condition() {
-        assert!(Instant::now() < deadline, "{what}: not after {timeout:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    blocking_eventually(timeout, what, || {
+        condition()
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+    });
 }
 
 /// The pid written in a pid file.
@@ -340,16 +341,13 @@ fn no_orphans_when_the_test_process_dies() {
             .status()
             .expect("run kill");
         assert!(killed.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for the probe") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("probe survived SIG{signal} for 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let exited = blocking_poll(PACE, Duration::from_secs(30), || {
+            let exited = child.try_wait().expect("wait for the probe");
+            exited.ok_or_else(|| "running".to_owned())
+        });
+        let Ok(status) = exited else {
+            let _ = child.kill();
+            panic!("probe survived SIG{signal} for 30 s");
         };
         assert!(!status.success(), "probe survived SIG{signal}");
 

@@ -21,6 +21,7 @@ use common::fixtures::{
 };
 use common::holding_proxy::HoldingProxy;
 use common::tide::*;
+use common::wait::*;
 
 const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
 
@@ -953,15 +954,7 @@ async fn sigterm_stops_a_controller_that_cannot_reach_the_api_server() {
         &unreachable,
     );
     // Wait until it has tried (and failed) to watch, then ask it to stop.
-    let deadline = std::time::Instant::now() + PATIENCE;
-    while !controller.log().contains("watching TidalSchedulers failed") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no watch failure logged:\n{}",
-            controller.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_logged(&controller, "watching TidalSchedulers failed").await;
     // Alive, but not ready: its cache never listed.
     assert_eq!(common::replicas::http_get(&controller, "/healthz").0, 200);
     assert_eq!(common::replicas::http_get(&controller, "/readyz").0, 503);

@@ -67,7 +67,7 @@ async fn install(env: &TestEnv, crds: &[Value], group: &str) {
         let name = crd["metadata"]["name"].as_str().expect("name").to_owned();
         let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
             Api::all(env.client.clone());
-        common::tide::wait_for(
+        common::wait::wait_for(
             &crds,
             &name,
             "Established",

@@ -16,6 +16,7 @@ use common::cluster::TestEnv;
 use common::process::Process;
 use common::replicas::*;
 use common::tide::*;
+use common::wait::*;
 
 const NAMES: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
 
@@ -67,18 +68,15 @@ async fn logged_by_anyone(
     what: &str,
     enough: impl Fn(&[(String, Applied)]) -> bool,
 ) -> Vec<(String, Applied)> {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
+    eventually(&format!("{what} logged"), || async {
         let applied = applied_by_anyone(replicas);
         if enough(&applied) {
-            return applied;
+            Ok(applied)
+        } else {
+            Err(format!("{applied:#?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "no {what} logged within {PATIENCE:?}: {applied:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// Every trigger in the replicas' logs, by whom, and checks none was applied twice.

@@ -24,10 +24,10 @@ use common::fixtures::deployment_of_pods;
 use common::node::{KUSTOMIZE_NAMESPACE, Node, container_id, node, turn};
 use common::replicas::{HolderLog, lease_record};
 use common::tide::{
-    PATIENCE, assert_every_instant_accounted, assert_no_duplicate_history, create, entry,
-    eventually, eventually_within, manifest, once_at, second_after, set_rules, sleep_past, status,
-    wait_status,
+    assert_every_instant_accounted, assert_no_duplicate_history, create, entry, manifest, once_at,
+    second_after, set_rules, sleep_past, status, wait_status,
 };
+use common::wait::{PATIENCE, eventually, eventually_within};
 use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::table as chaos_table;
 use tidal_chaos::run::{Limits, Patience, Target, run_mixed};

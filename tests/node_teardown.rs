@@ -5,12 +5,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tidal_harness as common;
 
 use common::cluster::REPO;
 use common::node::Node;
+use common::wait::blocking_eventually;
 
 /// What a node can leave behind, as sets of names.
 #[derive(Debug, PartialEq, Eq)]
@@ -124,14 +125,14 @@ fn run(program: &str, args: &[&str]) -> String {
 #[test]
 fn down_leaves_nothing_of_the_node_behind() {
     // A node of an earlier test binary may still be being torn down by its reaper.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while Path::new("/run/tidal-scheduler-node").exists() {
-        assert!(
-            Instant::now() < deadline,
-            "another node keeps running on this machine"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    blocking_eventually(
+        Duration::from_secs(120),
+        "end of another node",
+        || match Path::new("/run/tidal-scheduler-node").exists() {
+            true => Err("another node keeps running on this machine".to_owned()),
+            false => Ok(()),
+        },
+    );
     let dir = common::target_tmpdir().join(format!("node-teardown-{}", std::process::id()));
     let before = Machine::now(&dir);
 

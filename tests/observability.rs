@@ -19,6 +19,7 @@ use common::replicas::{ALTERNATING, http_get, metrics_address, wait_holder};
 use common::tide::{
     TEST_LEASE, create, manifest, start_replica_env, status, wait_event, wait_status,
 };
+use common::wait::eventually_within;
 use tidal_scheduler::api::{HistoryEntry, TidalScheduler};
 
 /// Creates the Deployment `web` and the TidalScheduler `web` scaling it (Scale mode)
@@ -350,18 +351,20 @@ async fn triggers_stay_on_time_with_a_collector_at(endpoint: &str, reason: &str)
     };
     let mut early = None;
     let mut most_queued = 0.0f64;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    while triggers(&controller) < 300.0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "300 triggers took over 90 s"
-        );
+    eventually_within(Duration::from_secs(90), "300 triggers", || {
         most_queued = most_queued.max(sample(&controller, "tidal_scheduler_spans_queued"));
-        if early.is_none() && triggers(&controller) >= 100.0 {
+        let applied = triggers(&controller);
+        if early.is_none() && applied >= 100.0 {
             early = Some(rss(&controller));
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        let done = if applied >= 300.0 {
+            Ok(())
+        } else {
+            Err(format!("{applied} so far"))
+        };
+        async move { done }
+    })
+    .await;
     let late = rss(&controller);
     let early = early.expect("an RSS sample after 100 triggers");
     assert!(most_queued <= QUEUE as f64, "{most_queued} spans queued");
@@ -514,8 +517,7 @@ async fn every_dashboard_query_runs_and_the_core_panels_show_data() {
         })
         .await;
     let queries = dashboard_queries();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually_within(Duration::from_secs(60), "data in every core panel", || {
         let mut empty = Vec::new();
         for (title, query) in &queries {
             let samples = prometheus
@@ -528,15 +530,14 @@ async fn every_dashboard_query_runs_and_the_core_panels_show_data() {
                 empty.push(format!("{title}: {query}"));
             }
         }
-        if empty.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "core panels without data after 60 s: {empty:#?}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+        let done = if empty.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("without data: {empty:#?}"))
+        };
+        async move { done }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -33,6 +33,7 @@ use common::cluster::TestEnv;
 use common::lagging_proxy;
 use common::replicas::{ALTERNATING, create_web, http_get};
 use common::tide::*;
+use common::wait::*;
 
 const WATCH_LAG: Duration = Duration::from_millis(2500);
 

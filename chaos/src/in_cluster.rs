@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
+use tidal_harness::wait::{PACE, poll};
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -297,17 +298,14 @@ impl InCluster {
         let deployments: Api<Deployment> =
             Api::namespaced(self.client.clone(), &self.installation.namespace);
         let name = &self.installation.deployment;
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let deployment = deployments.get(name).await.map_err(|e| e.to_string())?;
-            if rolled_out(&deployment) {
-                return Ok(());
+        let complete = || async {
+            match deployments.get(name).await {
+                Ok(deployment) if rolled_out(&deployment) => Ok(Ok(())),
+                Ok(_) => Err(format!("rollout of {name} not complete within {limit:?}")),
+                Err(error) => Ok(Err(error.to_string())),
             }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("rollout of {name} not complete within {limit:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        };
+        poll(PACE, limit, complete).await?
     }
 
     /// Deletes the workload's namespace (the controller forgets its objects) and takes

@@ -18,6 +18,7 @@ use tidal_harness::process::Process;
 use tidal_harness::replicas::logged_metrics_address;
 use tidal_harness::tide::start_replica_env;
 use tidal_harness::toxiproxy::{Toxic, Toxiproxy};
+use tidal_harness::wait::poll;
 
 use crate::timing::LeaseTiming;
 
@@ -138,13 +139,13 @@ impl Local {
             .position(|r| r.name == name)
             .ok_or_else(|| format!("no replica {name}"))?;
         let mut replica = self.replicas.remove(at);
-        let deadline = tokio::time::Instant::now() + limit;
-        while replica.process.try_status().is_none() {
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("{name} did not exit within {limit:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let exited = poll(Duration::from_millis(10), limit, || {
+            let exited = replica.process.try_status().is_some();
+            async move { exited.then_some(()).ok_or_else(String::new) }
+        });
+        exited
+            .await
+            .map_err(|_: String| format!("{name} did not exit within {limit:?}"))?;
         self.ended.push(replica);
         Ok(())
     }

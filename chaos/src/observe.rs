@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use tidal_harness::wait::poll;
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -105,49 +106,36 @@ impl Observer {
         limit: Duration,
         wanted: impl Fn(&str) -> bool,
     ) -> Result<String, String> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let holder = self.holder();
-            if wanted(&holder) {
-                return Ok(holder);
+        poll(Duration::from_millis(10), limit, || async {
+            match self.holder() {
+                holder if wanted(&holder) => Ok(holder),
+                holder => Err(format!("after {limit:?} the Lease is held by {holder:?}")),
             }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("after {limit:?} the Lease is held by {holder:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        })
+        .await
     }
 
     /// Waits up to `limit` for leadership after `fault`: see
     /// [`crate::check::took_over`]; returns the holder.
     pub async fn wait_takeover(&self, limit: Duration, fault: &Fault) -> Result<String, String> {
-        let deadline = tokio::time::Instant::now() + limit;
         let victim = &fault.target;
-        loop {
-            let leader = took_over(
-                &lock(&self.state).updates,
-                victim,
-                fault.restarted_in_place,
-                fault.start,
-            )
-            .map(|update| update.holder.clone());
-            if let Some(leader) = leader {
-                return Ok(leader);
+        poll(Duration::from_millis(10), limit, || async {
+            let state = lock(&self.state);
+            if let Some(update) =
+                took_over(&state.updates, victim, fault.restarted_in_place, fault.start)
+            {
+                return Ok(update.holder.clone());
             }
-            if tokio::time::Instant::now() > deadline {
-                let seen: Vec<String> = lock(&self.state)
-                    .updates
-                    .iter()
-                    .filter(|u| u.at >= fault.start)
-                    .map(|u| format!("{} {:?}", u.at, u.holder))
-                    .collect();
-                return Err(format!(
-                    "no leader after the fault of {victim} at {} within {limit:?}; Lease updates since: {seen:?}",
-                    fault.start
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            let seen: Vec<String> = (state.updates.iter())
+                .filter(|u| u.at >= fault.start)
+                .map(|u| format!("{} {:?}", u.at, u.holder))
+                .collect();
+            Err(format!(
+                "no leader after the fault of {victim} at {} within {limit:?}; Lease updates since: {seen:?}",
+                fault.start
+            ))
+        })
+        .await
     }
 
     /// Each object's `desiredReplicas` as last seen.
@@ -170,16 +158,13 @@ impl Observer {
         after: Timestamp,
         limit: Duration,
     ) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            if self.all_applied_after(objects, after) {
-                return true;
+        let all = || async {
+            match self.all_applied_after(objects, after) {
+                true => Ok(()),
+                false => Err(String::new()),
             }
-            if tokio::time::Instant::now() > deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        };
+        poll(Duration::from_millis(20), limit, all).await.is_ok()
     }
 
     fn all_applied_after(&self, objects: &[String], after: Timestamp) -> bool {

@@ -7,10 +7,11 @@ use tidal_harness as common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::process::Process;
 use common::reaper::Reaper;
+use common::wait::blocking_eventually;
 
 /// Trigger lines of the demo's table: `scheduled rule replicas deployment lateness
 /// trace note`.
@@ -46,24 +47,15 @@ fn demo_shows_live_triggers_and_cleans_up_on_ctrl_c() {
     let mut demo = Process::spawn("demo", command, log);
 
     // Provisioning is cached by the time tests run (.ci/run provisions first).
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let lines = loop {
-        let lines = on_time_lines(&demo.log());
-        if lines.len() >= 3 {
-            break lines;
+    let lines = blocking_eventually(Duration::from_secs(180), "three live triggers", || {
+        let log = demo.log();
+        let lines = on_time_lines(&log);
+        assert!(demo.try_status().is_none(), "demo exited early:\n{log}");
+        match lines.len() {
+            3.. => Ok(lines),
+            _ => Err(format!("its output:\n{log}")),
         }
-        assert!(
-            demo.try_status().is_none(),
-            "demo exited early:\n{}",
-            demo.log()
-        );
-        assert!(
-            Instant::now() < deadline,
-            "no live triggers within 180 s:\n{}",
-            demo.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    });
     for fields in &lines {
         // scheduled, rule, replicas, deployment replicas, lateness, "ms", ...
         assert!(fields.len() >= 6, "malformed line {fields:?}");
@@ -89,15 +81,11 @@ fn demo_shows_live_triggers_and_cleans_up_on_ctrl_c() {
         let id = &fields[6];
         assert_eq!(id.len(), 32, "a trace id: {fields:?}");
         let path = format!("/api/traces/{id}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while common::http::get_json(query, &path).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "trace {id} not in Jaeger: {:?}",
-                common::http::get_json(query, &path)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        blocking_eventually(
+            Duration::from_secs(30),
+            &format!("trace {id} in Jaeger"),
+            || common::http::get_json(query, &path).map_err(|e| format!("{e:?}")),
+        );
     }
     let pids: Vec<String> = ["etcd.pid", "kube-apiserver.pid", "jaeger.pid"]
         .iter()
@@ -145,17 +133,10 @@ fn demo_ends_quietly_and_cleans_up_when_its_output_is_closed() {
         .collect();
     drop(lines);
 
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(status) = demo.try_wait().expect("try_wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "demo still running after its stdout closed"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = blocking_eventually(Duration::from_secs(90), "end after stdout closed", || {
+        let exited = demo.try_wait().expect("try_wait");
+        exited.ok_or_else(|| "still running".to_owned())
+    });
     Reaper::get().forget_pid(demo.id());
     let stderr = std::fs::read_to_string(&errors).unwrap_or_default();
     assert!(status.success(), "{status:?}:\n{stderr}");
@@ -210,15 +191,12 @@ fn demo_cleans_up_on_sigterm_while_the_control_plane_starts() {
     let (scripts, marks) = fake_scripts("demo-sigterm", "exec sleep 600");
     let dir = marks.parent().unwrap().join("state");
     let mut demo = fake_demo("demo-sigterm", &scripts, &dir);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !marks.join("up").exists() {
-        assert!(
-            Instant::now() < deadline,
-            "up.sh never ran:\n{}",
-            demo.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    blocking_eventually(Duration::from_secs(30), "a run of up.sh", || {
+        match marks.join("up").exists() {
+            true => Ok(()),
+            false => Err(format!("demo's log:\n{}", demo.log())),
+        }
+    });
     demo.signal("TERM");
     let status = demo.wait(Duration::from_secs(30));
     assert!(status.success(), "{status:?}:\n{}", demo.log());

@@ -12,7 +12,7 @@ use kube::runtime::wait::conditions;
 use serde_json::{Value, json};
 
 use super::cluster::apply;
-use super::tide::wait_for;
+use super::wait::wait_for;
 
 /// A valid TidalScheduler (as JSON, so tests can break it in any way).
 pub fn valid_tidal_scheduler(name: &str) -> Value {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::wait::eventually_every;
 use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -113,14 +114,14 @@ impl HoldingProxy {
     /// Waits until the API server has answered every request held so far (after
     /// [`HoldingProxy::heal`]); panics after `limit`.
     pub async fn wait_delivered(&self, limit: Duration) {
-        let deadline = tokio::time::Instant::now() + limit;
-        while self.undelivered.load(Ordering::SeqCst) > 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "held requests not delivered within {limit:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let pace = Duration::from_millis(10);
+        eventually_every(pace, limit, "delivery of the held requests", || async {
+            match self.undelivered.load(Ordering::SeqCst) {
+                0 => Ok(()),
+                waiting => Err(format!("{waiting} undelivered")),
+            }
+        })
+        .await;
     }
 }
 

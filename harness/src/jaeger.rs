@@ -5,13 +5,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tidal_control_plane as scripts;
 
 use crate::cluster::ControlPlane;
 use crate::http::get_json;
+use crate::wait::eventually_within;
 
 /// A running Jaeger's addresses.
 pub struct Jaeger(scripts::Jaeger);
@@ -43,19 +44,14 @@ impl Jaeger {
     /// Waits until Jaeger has the trace `id` and `complete` holds of it (spans of
     /// several services arrive in several batches).
     pub async fn wait_trace(&self, id: &str, complete: impl Fn(&Trace) -> bool) -> Trace {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let trace = self.trace(id);
-            if let Some(trace) = trace.as_ref().filter(|t| complete(t)) {
-                return trace.clone();
+        let what = format!("complete trace {id} in Jaeger");
+        eventually_within(Duration::from_secs(60), &what, || async {
+            match self.trace(id) {
+                Some(trace) if complete(&trace) => Ok(trace),
+                other => Err(format!("it has: {:#?}", other.map(|t| t.0))),
             }
-            assert!(
-                Instant::now() < deadline,
-                "Jaeger has no complete trace {id} after 60 s; it has: {:#?}",
-                trace.map(|t| t.0)
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
     }
 }
 

@@ -28,6 +28,7 @@ pub mod replicas;
 pub mod robfig;
 pub mod tide;
 pub mod toxiproxy;
+pub mod wait;
 
 /// The repository root.
 pub const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");

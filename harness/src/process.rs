@@ -2,10 +2,11 @@
 //! arguments and log file, signalled like in a chaos drill, and never outliving the
 //! test process (see [`Reaper`]).
 
+use crate::wait::blocking_poll;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::reaper::Reaper;
 
@@ -108,20 +109,15 @@ impl Process {
 
     /// Waits for the process to end; panics with its log after `timeout`.
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.try_status() {
-                return status;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "{} still running after {timeout:?}; log:\n{}",
-                    self.name,
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let pace = Duration::from_millis(20);
+        let ended = blocking_poll(pace, timeout, || self.try_status().ok_or_else(String::new));
+        ended.unwrap_or_else(|_| {
+            panic!(
+                "{} still running after {timeout:?}; log:\n{}",
+                self.name,
+                self.log()
+            )
+        })
     }
 }
 

@@ -3,13 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::cluster::provisioned_bin;
 use crate::http::{encode, free_port, get_json};
 use crate::process::Process;
+use crate::wait::{PACE, blocking_poll, eventually_within};
 
 /// A running Prometheus.
 pub struct Prometheus {
@@ -48,14 +49,20 @@ impl Prometheus {
             .arg("--log.level=warn");
         let process = Process::spawn("prometheus", command, dir.join("prometheus.log"));
         let mut prometheus = Prometheus { process, port };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while crate::http::get(&prometheus.address(), "/-/ready").map(|(code, _)| code) != Ok(200) {
-            assert!(
-                prometheus.process.try_status().is_none() && Instant::now() < deadline,
-                "Prometheus did not start; log:\n{}",
+        let started = blocking_poll(PACE, Duration::from_secs(60), || {
+            if let Some(status) = prometheus.process.try_status() {
+                return Ok(Err(status));
+            }
+            match crate::http::get(&prometheus.address(), "/-/ready") {
+                Ok((200, _)) => Ok(Ok(())),
+                answer => Err(format!("/-/ready: {answer:?}")),
+            }
+        });
+        if !matches!(started, Ok(Ok(()))) {
+            panic!(
+                "Prometheus did not start ({started:?}); log:\n{}",
                 prometheus.process.log()
             );
-            std::thread::sleep(Duration::from_millis(50));
         }
         prometheus
     }
@@ -108,18 +115,13 @@ impl Prometheus {
 
     /// Waits until `promql` returns a value for which `done` holds; returns it.
     pub async fn wait_value(&self, promql: &str, done: impl Fn(f64) -> bool) -> f64 {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(value) = self.value(promql).filter(|v| done(*v)) {
-                return value;
+        eventually_within(Duration::from_secs(60), promql, || async {
+            match self.value(promql) {
+                Some(value) if done(value) => Ok(value),
+                other => Err(format!("it is {other:?}")),
             }
-            assert!(
-                Instant::now() < deadline,
-                "{promql} is {:?} after 60 s",
-                self.value(promql)
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::wait::eventually_every;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -17,7 +18,8 @@ use tidal_scheduler::schedule::Tide;
 use super::cluster::TestEnv;
 use super::fixtures::deployment;
 use super::process::Process;
-use super::tide::{PATIENCE, create, manifest, start_replica};
+use super::tide::{create, manifest, start_replica};
+use super::wait::PATIENCE;
 
 /// Lease duration of the failover tests.
 pub const LEASE: Duration = Duration::from_secs(4);
@@ -110,7 +112,7 @@ impl HolderLog {
     /// Waits until the watch has delivered `holder` as the current one (so that a release
     /// after it is seen).
     pub async fn wait_for(&self, holder: &str) {
-        crate::tide::eventually("the holder in the Lease's watch", || async {
+        crate::wait::eventually("the holder in the Lease's watch", || async {
             let changes = self.changes();
             match changes.last() {
                 Some((_, last)) if last == holder => Ok(()),
@@ -140,18 +142,14 @@ impl Drop for HolderLog {
 
 /// Polls the Lease (every 20 ms) until its holder satisfies `wanted`; returns the holder.
 pub async fn wait_holder(env: &TestEnv, what: &str, wanted: impl Fn(&str) -> bool) -> String {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let (holder, _) = lease_state(env).await;
-        if wanted(&holder) {
-            return holder;
+    let pace = Duration::from_millis(20);
+    eventually_every(pace, PATIENCE, what, || async {
+        match lease_state(env).await {
+            (holder, _) if wanted(&holder) => Ok(holder),
+            (holder, _) => Err(format!("holder is {holder:?}")),
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {what} within {PATIENCE:?}; holder is {holder:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// The replica in `replicas` named `name`.

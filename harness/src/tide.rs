@@ -2,15 +2,12 @@
 //! namespace, create TidalSchedulers, wait (on watches) for their status, read Events,
 //! and compute fire instants.
 
-use std::future::Future;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{Condition, await_condition};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tidal_scheduler::api::{HistoryEntry, TidalScheduler, TidalSchedulerStatus};
 use tidal_scheduler::schedule::{Tide, Trigger};
@@ -18,9 +15,7 @@ use tidal_scheduler::schedule::{Tide, Trigger};
 use super::cluster::TestEnv;
 use super::fixtures::object;
 use super::process::Process;
-
-/// How long a test waits for the controller to do something it should do in seconds.
-pub const PATIENCE: Duration = Duration::from_secs(40);
+use super::wait::{eventually, wait_for};
 
 /// Lease timing of test controllers: short, so a restart after SIGKILL waits only a few
 /// seconds for the lease to expire, with room for a slow API server under test load.
@@ -123,22 +118,6 @@ pub fn manifest(
     })
 }
 
-/// Waits (on a watch) until `name` satisfies `condition`, or panics naming `what`.
-pub async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, condition: impl Condition<K>) -> K
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    match tokio::time::timeout(PATIENCE, await_condition(api.clone(), name, condition)).await {
-        Ok(Ok(Some(object))) => object,
-        Ok(Ok(None)) => panic!("{name}: deleted while waiting for {what}"),
-        Ok(Err(e)) => panic!("{name}: watch failed while waiting for {what}: {e}"),
-        Err(_) => {
-            let now = api.get_opt(name).await.ok().flatten();
-            panic!("{name}: no {what} within {PATIENCE:?}; last seen: {now:#?}")
-        }
-    }
-}
-
 /// Replaces the rules of `name` (merge patch) and waits until the controller saw the edit.
 pub async fn set_rules(env: &TestEnv, name: &str, rules: &[(&str, &str, i32)]) {
     let rules: Vec<_> = rules
@@ -239,25 +218,22 @@ pub async fn events_about(env: &TestEnv, name: &str) -> Vec<Event> {
 
 /// Polls until an Event about `name` with `reason` (and a note containing `note`) exists.
 pub async fn wait_event(env: &TestEnv, name: &str, reason: &str, note: &str) -> Event {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let found = events_about(env, name).await.into_iter().find(|e| {
+    let what = format!("{reason} event about {name} containing {note:?}");
+    eventually(&what, || async {
+        let events = events_about(env, name).await;
+        let wanted = |e: &Event| {
             e.reason.as_deref() == Some(reason)
                 && e.note.as_deref().unwrap_or_default().contains(note)
-        });
-        if let Some(event) = found {
-            return event;
+        };
+        match events.iter().find(|e| wanted(e)) {
+            Some(event) => Ok(event.clone()),
+            None => {
+                let seen: Vec<_> = events.iter().map(|e| (&e.reason, &e.note)).collect();
+                Err(format!("events: {seen:#?}"))
+            }
         }
-        if tokio::time::Instant::now() > deadline {
-            let seen: Vec<_> = events_about(env, name)
-                .await
-                .into_iter()
-                .map(|e| (e.reason, e.note))
-                .collect();
-            panic!("{name}: no {reason} event containing {note:?}; events: {seen:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 /// A cron expression (UTC) firing once a year, exactly at `at` (whole seconds).
@@ -345,50 +321,14 @@ pub async fn restart_after_missed_instants(
 
 /// Polls `process`'s log until it contains `message`; fails the test after [`PATIENCE`].
 pub async fn wait_logged(process: &Process, message: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !process.log().contains(message) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} did not log {message:?}:\n{}",
-            process.name(),
-            process.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Polls `probe` every 200 ms until it gives `Ok`; fails the test after [`PATIENCE`]
-/// naming `what` and the last state the probe reported (its `Err`).
-pub async fn eventually<T, F>(what: &str, probe: impl FnMut() -> F) -> T
-where
-    F: Future<Output = Result<T, String>>,
-{
-    eventually_within(PATIENCE, what, probe).await
-}
-
-/// [`eventually`] with a limit of its own.
-pub async fn eventually_within<T, F>(limit: Duration, what: &str, mut probe: impl FnMut() -> F) -> T
-where
-    F: Future<Output = Result<T, String>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        match probe().await {
-            Ok(value) => return value,
-            Err(seen) => assert!(
-                tokio::time::Instant::now() < deadline,
-                "no {what} within {limit:?}: {seen}"
-            ),
+    let what = format!("{message:?} logged by {}", process.name());
+    eventually(&what, || async {
+        match process.log() {
+            log if log.contains(message) => Ok(()),
+            log => Err(format!("its log:\n{log}")),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Runs `body` and returns its result, failing the test after `limit`.
-pub async fn within<T>(limit: Duration, what: &str, body: impl Future<Output = T>) -> T {
-    tokio::time::timeout(limit, body)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not finish within {limit:?}"))
+    })
+    .await;
 }
 
 /// Checks that `history` accounts for every fire instant of `tide` between its oldest and

@@ -6,8 +6,9 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::wait::{PACE, blocking_poll};
 use serde_json::{Value, json};
 
 use super::http;
@@ -39,13 +40,10 @@ impl Toxiproxy {
         command.args(["-host", "127.0.0.1", "-port", &port.to_string()]);
         let server = Process::spawn("toxiproxy", command, log.to_owned());
         let api = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while http::get(&api, "/version").is_err() {
-            if Instant::now() > deadline {
-                return Err(format!("Toxiproxy did not answer on {api} within 20 s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        blocking_poll(PACE, Duration::from_secs(20), || {
+            http::get(&api, "/version")
+        })
+        .map_err(|error| format!("Toxiproxy did not answer on {api} within 20 s: {error}"))?;
         Ok(Toxiproxy {
             api,
             _server: server,

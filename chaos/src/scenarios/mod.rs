@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use tidal_harness::measure::random_below;
+use tidal_harness::wait::poll;
 
 use crate::check::Fault;
 use crate::cluster::Cluster;
@@ -35,20 +36,19 @@ pub struct Drill<'a> {
 impl Drill<'_> {
     /// The Lease holder, once there is one among the running replicas.
     pub async fn leader(&self) -> Result<String, String> {
-        let deadline = tokio::time::Instant::now() + self.patience();
-        loop {
-            let names = self.cluster.replicas().await?;
-            let holder = self.observer.holder();
-            if names.contains(&holder) {
-                return Ok(holder);
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!(
+        let among = || async {
+            let names = match self.cluster.replicas().await {
+                Ok(names) => names,
+                Err(error) => return Ok(Err(error)),
+            };
+            match self.observer.holder() {
+                holder if names.contains(&holder) => Ok(Ok(holder)),
+                holder => Err(format!(
                     "no leader among {names:?}: the Lease is held by {holder:?}"
-                ));
+                )),
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        };
+        poll(Duration::from_millis(20), self.patience(), among).await?
     }
 
     /// The leader after `fault` (another holder, or the victim restarted in place:

@@ -1,6 +1,7 @@
 //! Process faults: kills, terminations, rolling restarts, a frozen leader.
 
 use std::time::Duration;
+use tidal_harness::wait::poll;
 
 use jiff::Timestamp;
 
@@ -57,13 +58,11 @@ pub async fn rolling_restart(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String
     let mut faults = Vec::new();
     for old in drill.cluster.local()?.names() {
         let new = drill.cluster.local()?.add()?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !drill.cluster.local()?.ready(&new) {
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("{new} not ready within 30 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let local = drill.cluster.local()?;
+        let ready = || async { local.ready(&new).then_some(()).ok_or_else(String::new) };
+        poll(Duration::from_millis(50), Duration::from_secs(30), ready)
+            .await
+            .map_err(|_: String| format!("{new} not ready within 30 s"))?;
         let leading = drill.observer.holder() == old;
         let start = Timestamp::now();
         drill.cluster.local()?.signal(&old, "TERM")?;
