@@ -20,8 +20,9 @@ use jiff::Timestamp;
 
 use common::bench_options::{list, parsed_or};
 use common::cluster::{TestEnv, control_plane};
+use common::fleet::{Fleet, Options};
 use common::measure::{random_below, summary};
-use common::replicas::{ALTERNATING, Fleet, create_web, lease_state};
+use common::replicas::{ALTERNATING, create_web, lease_state};
 use common::tide::wait_status;
 
 #[tokio::main]
@@ -41,8 +42,10 @@ async fn main() -> anyhow::Result<()> {
 
     let env = TestEnv::new().await;
     create_web(&env, &ALTERNATING, 10).await;
-    let mut fleet = Fleet::start(&env, "replica", &timing, 3);
-    let mut leader = fleet.leader_other_than("").await;
+    let mut fleet = Fleet::start(&env, Options::new("replica", &timing), 3)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let mut leader = fleet.leader_other_than(&env, "").await;
     let started = Timestamp::now();
     wait_status(&env, "web", "a first trigger", |s| {
         s.history.iter().any(|h| h.schedule_time.0 > started)
@@ -54,7 +57,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(random_below(Duration::from_secs(2))).await;
         let killed_at = Timestamp::now();
         fleet.get(&leader).signal("KILL");
-        fleet.add();
+        fleet.add(&env).await.map_err(anyhow::Error::msg)?;
         let applied = wait_status(&env, "web", "the missed trigger", |s| {
             s.history.iter().any(|h| h.schedule_time.0 > killed_at)
         })
@@ -71,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
             caught_up.catch_up
         );
         failovers.push(failover.as_secs_f64() * 1000.0);
-        leader = fleet.leader_other_than(&leader).await;
+        leader = fleet.leader_other_than(&env, &leader).await;
     }
 
     let mut handovers = Vec::new();
@@ -89,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         let handover = terminated.elapsed();
         eprintln!("term {term}: {leader} → {successor} holds the Lease after {handover:?}");
         handovers.push(handover.as_secs_f64() * 1000.0);
-        fleet.add();
+        fleet.add(&env).await.map_err(anyhow::Error::msg)?;
         leader = successor;
     }
 

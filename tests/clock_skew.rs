@@ -8,8 +8,6 @@
 
 use tidal_harness as common;
 
-use std::path::Path;
-
 use jiff::Timestamp;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::ListParams;
@@ -17,37 +15,19 @@ use tidal_scheduler::api::TidalScheduler;
 
 use common::audit::replica_writes;
 use common::cluster::TestEnv;
+use common::fleet::{Clocks, Fleet, Options};
 use common::process::Process;
 use common::replicas::*;
 use common::tide::*;
 use common::wait::*;
 
-/// Starts replica `name` under libfaketime with the fake time read from `file` (a
-/// relative offset such as `+45s`, re-read every second).
-fn start_faked(env: &TestEnv, name: &str, file: &Path) -> Process {
-    let libfaketime = common::packages::libfaketime().unwrap_or_else(|e| panic!("{e}"));
-    let file = file.to_str().expect("UTF-8 path");
-    start_replica_env(
-        env,
-        name,
-        &FAST_LEASE,
-        env.control_plane().kubeconfig(),
-        &[
-            ("LD_PRELOAD", libfaketime),
-            ("FAKETIME_TIMESTAMP_FILE", file),
-            ("FAKETIME_CACHE_DURATION", "1"),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ],
-    )
-}
-
-/// A libfaketime file holding `spec`, next to the test's logs.
-fn fake_time_file(env: &TestEnv, name: &str, spec: &str) -> std::path::PathBuf {
-    let dir = env.log_dir();
-    std::fs::create_dir_all(&dir).expect("log directory");
-    let path = dir.join(format!("{name}.faketime"));
-    std::fs::write(&path, spec).expect("write faketime file");
-    path
+/// One replica (`PREFIX-0`) under libfaketime, its wall clock `initial` from the real one
+/// (`+45s`; re-read every second, moved by [`Fleet::skew`]).
+async fn faked(env: &TestEnv, prefix: &str, initial: &'static str) -> Fleet {
+    let options = Options::new(prefix, &FAST_LEASE).clocks(Clocks::Faked { initial });
+    Fleet::start(env, options, 1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The value of an unlabelled metric on the replica's `/metrics`.
@@ -99,18 +79,18 @@ async fn clock_skew_events(env: &TestEnv) -> Vec<Event> {
 async fn a_replica_with_a_skewed_clock_never_acts_while_a_healthy_one_does() {
     let env = TestEnv::new().await;
     create_web(&env, &ALTERNATING, 20).await;
-    let ahead = fake_time_file(&env, "skewed", "+45s");
-    let skewed = start_faked(&env, "skewed", &ahead);
+    let fleet = faked(&env, "skewed", "+45s").await;
+    let (name, skewed) = (&fleet.members[0].name, &fleet.members[0].process);
     wait_logged(
-        &skewed,
+        skewed,
         "not campaigning: clock too far from the API server's",
     )
     .await;
-    wait_metric(&skewed, "tidal_scheduler_clock_offset_seconds", |offset| {
+    wait_metric(skewed, "tidal_scheduler_clock_offset_seconds", |offset| {
         (-46.0..=-44.0).contains(&offset)
     })
     .await;
-    assert_eq!(metric(&skewed, "tidal_scheduler_clock_skewed"), 1.0);
+    assert_eq!(metric(skewed, "tidal_scheduler_clock_skewed"), 1.0);
     assert_eq!(lease_state(&env).await.0, "", "nobody leads yet");
 
     let healthy = start_replica(&env, "healthy", &FAST_LEASE);
@@ -134,10 +114,7 @@ async fn a_replica_with_a_skewed_clock_never_acts_while_a_healthy_one_does() {
         skewed.log()
     );
     assert!(applied(&skewed.log()).is_empty(), "{}", skewed.log());
-    for write in replica_writes(&env)
-        .iter()
-        .filter(|w| w.replica == "skewed")
-    {
+    for write in replica_writes(&env).iter().filter(|w| w.replica == *name) {
         assert_eq!(
             write.resource, "events",
             "the skewed replica wrote {write:?}"
@@ -151,7 +128,7 @@ async fn a_replica_with_a_skewed_clock_never_acts_while_a_healthy_one_does() {
             let by = note
                 .split_once("ahead of the API server's by ")
                 .and_then(|(_, rest)| rest.split_once(" s")?.0.parse::<f64>().ok());
-            e.reporting_instance.as_deref() == Some("skewed")
+            e.reporting_instance.as_deref() == Some(name.as_str())
                 && by.is_some_and(|by| (44.0..=46.0).contains(&by))
         }),
         "{events:#?}"
@@ -162,9 +139,9 @@ async fn a_replica_with_a_skewed_clock_never_acts_while_a_healthy_one_does() {
 async fn a_leader_whose_clock_jumps_ahead_steps_down_and_a_healthy_standby_takes_over() {
     let env = TestEnv::new().await;
     create_web(&env, &ALTERNATING, 20).await;
-    let clock = fake_time_file(&env, "drifting", "+0s");
-    let drifting = start_faked(&env, "drifting", &clock);
-    wait_holder(&env, "the first leader", |h| h == "drifting").await;
+    let fleet = faked(&env, "drifting", "+0s").await;
+    let (name, drifting) = (&fleet.members[0].name, &fleet.members[0].process);
+    wait_holder(&env, "the first leader", |h| h == name).await;
     let healthy = start_replica(&env, "healthy", &FAST_LEASE);
     wait_logged(&healthy, "standing by").await;
     let started = Timestamp::now();
@@ -173,10 +150,10 @@ async fn a_leader_whose_clock_jumps_ahead_steps_down_and_a_healthy_standby_takes
     })
     .await;
 
-    std::fs::write(&clock, "+45s").expect("move the clock");
+    fleet.skew(name, "+45s").expect("move the clock");
     let jumped = Timestamp::now();
     wait_holder(&env, "the healthy successor", |h| h == "healthy").await;
-    wait_logged(&drifting, "stepped down and released the lease").await;
+    wait_logged(drifting, "stepped down and released the lease").await;
     wait_status(&env, "web", "triggers by the successor", |s| {
         s.history
             .iter()
@@ -191,7 +168,7 @@ async fn a_leader_whose_clock_jumps_ahead_steps_down_and_a_healthy_standby_takes
     // reported the skew).
     let late: Vec<_> = replica_writes(&env)
         .into_iter()
-        .filter(|w| w.replica == "drifting" && w.at > jumped)
+        .filter(|w| w.replica == *name && w.at > jumped)
         .filter(|w| w.resource != "events" && w.resource != "leases")
         .collect();
     assert!(late.is_empty(), "written after the jump: {late:#?}");
@@ -199,7 +176,7 @@ async fn a_leader_whose_clock_jumps_ahead_steps_down_and_a_healthy_standby_takes
     assert!(
         events
             .iter()
-            .any(|e| e.reporting_instance.as_deref() == Some("drifting")),
+            .any(|e| e.reporting_instance.as_deref() == Some(name.as_str())),
         "{events:#?}"
     );
 }

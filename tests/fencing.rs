@@ -7,7 +7,6 @@
 
 use tidal_harness as common;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -18,12 +17,9 @@ use tidal_scheduler::api::TidalScheduler;
 use common::audit::{Write, replica_writes};
 use common::cluster::TestEnv;
 use common::fixtures::deployment;
-use common::holding_proxy::HoldingProxy;
-use common::process::Process;
+use common::fleet::{Fleet, Options, Route};
 use common::replicas::*;
 use common::tide::*;
-
-const NAMES: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
 
 /// The rules: 3 replicas at every `:x0`, 7 at every `:x5`.
 const TEN_SECOND_TIDE: [(&str, &str, i32); 2] = [
@@ -40,15 +36,14 @@ const SHORT_HIGH_TIDE: [(&str, &str, i32); 2] = [
 ];
 
 /// Three replicas, each behind its own proxy, and who leads.
-struct Fleet {
-    replicas: Vec<Process>,
-    proxies: HashMap<String, HoldingProxy>,
+struct Fenced {
+    fleet: Fleet,
     leader: String,
 }
 
 /// Creates Deployment `web` and TidalScheduler `web` (Scale mode, `rules`), starts the
 /// replicas behind their proxies, and waits until the leader has scaled the Deployment.
-async fn fleet_behind_proxies(env: &TestEnv, rules: &[(&str, &str, i32)]) -> Fleet {
+async fn fleet_behind_proxies(env: &TestEnv, rules: &[(&str, &str, i32)]) -> Fenced {
     env.api::<Deployment>()
         .create(&PostParams::default(), &deployment("web"))
         .await
@@ -58,25 +53,16 @@ async fn fleet_behind_proxies(env: &TestEnv, rules: &[(&str, &str, i32)]) -> Fle
         manifest("web", "apps/v1", "Deployment", "web", "Scale", rules),
     )
     .await;
-    let pki = env.control_plane().pki();
-    let mut proxies = HashMap::new();
-    let mut replicas = Vec::new();
-    for name in NAMES {
-        let proxy = HoldingProxy::start(&pki, env.client.clone()).await;
-        let kubeconfig = env.kubeconfig_for_server(name, &proxy.url());
-        replicas.push(start_replica_via(env, name, &FAST_LEASE, &kubeconfig));
-        proxies.insert(name.to_owned(), proxy);
-    }
+    let options = Options::new("replica", &FAST_LEASE).route(Route::Holding);
+    let fleet = Fleet::start(env, options, 3)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let leader = wait_holder(env, "leader", |h| !h.is_empty()).await;
     wait_status(env, "web", "the first level applied", |s| {
         s.desired_replicas.is_some()
     })
     .await;
-    Fleet {
-        replicas,
-        proxies,
-        leader,
-    }
+    Fenced { fleet, leader }
 }
 
 /// The first `:x5` instant at least `margin` from now.
@@ -159,22 +145,22 @@ async fn partition_across_a_rising_instant(freeze: bool) {
     let rise = next_x5(Duration::from_secs(3));
     let held_at = rise - SignedDuration::from_millis(300);
     let old = fleet.leader.clone();
-    let proxy = fleet.proxies[&old].clone();
+    let proxy = fleet.fleet.holding(&old).expect("a holding proxy");
 
     wall_sleep_until(held_at).await;
     proxy.hold();
     if freeze {
         wall_sleep_until(rise + SignedDuration::from_millis(200)).await;
-        replica(&mut fleet.replicas, &old).signal("STOP");
+        fleet.fleet.get(&old).signal("STOP");
     }
     let successor = fleet_leader_other_than(&env, &old).await;
     wall_sleep_until(held_at + SignedDuration::from_millis(7500)).await;
     proxy.heal();
     proxy.wait_delivered(Duration::from_secs(20)).await;
     if freeze {
-        replica(&mut fleet.replicas, &old).signal("CONT");
+        fleet.fleet.get(&old).signal("CONT");
     }
-    wait_logged(replica(&mut fleet.replicas, &old), "lost leadership").await;
+    wait_logged(fleet.fleet.get(&old), "lost leadership").await;
 
     let (target, level) =
         target_and_status_before(&env, rise + SignedDuration::from_secs(10)).await;
@@ -207,7 +193,7 @@ async fn a_scale_write_held_between_its_read_and_its_send_is_rejected_when_it_ar
     let mut fleet = fleet_behind_proxies(&env, &SHORT_HIGH_TIDE).await;
     let rise = next_x5(Duration::from_secs(3));
     let old = fleet.leader.clone();
-    let proxy = fleet.proxies[&old].clone();
+    let proxy = fleet.fleet.holding(&old).expect("a holding proxy");
 
     wall_sleep_until(rise - SignedDuration::from_secs(1)).await;
     let armed = Timestamp::now();
@@ -224,7 +210,7 @@ async fn a_scale_write_held_between_its_read_and_its_send_is_rejected_when_it_ar
     wall_sleep_until(rise + SignedDuration::from_millis(7500)).await;
     proxy.heal();
     proxy.wait_delivered(Duration::from_secs(20)).await;
-    wait_logged(replica(&mut fleet.replicas, &old), "lost leadership").await;
+    wait_logged(fleet.fleet.get(&old), "lost leadership").await;
 
     let (target, level) =
         target_and_status_before(&env, rise + SignedDuration::from_secs(10)).await;

@@ -87,7 +87,7 @@ impl Cluster {
             Cluster::Local(local) => {
                 local.signal(name, "TERM")?;
                 local.retire(name, Duration::from_secs(30)).await?;
-                local.add().map(drop)
+                local.add().await.map(drop)
             }
             Cluster::InCluster(cluster) => cluster.delete_pod(name, None).await,
         }
@@ -106,7 +106,7 @@ impl Cluster {
                     local.retire(name, Duration::from_secs(5)).await?;
                 }
                 for _ in &names {
-                    local.add()?;
+                    local.add().await?;
                 }
                 Ok(false)
             }

@@ -150,7 +150,7 @@ pub async fn run_mixed(
     let observer = Observer::start(cluster.client(), cluster.namespace(), cluster.lease());
     if let Cluster::Local(local) = &mut cluster {
         for _ in 0..REPLICAS {
-            local.add()?;
+            local.add().await?;
         }
     }
     let started = Timestamp::now();

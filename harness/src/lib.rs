@@ -12,6 +12,7 @@ pub mod bench_options;
 pub mod cluster;
 pub mod corpus;
 pub mod fixtures;
+pub mod fleet;
 pub mod holding_proxy;
 pub mod http;
 pub mod jaeger;

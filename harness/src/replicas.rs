@@ -187,53 +187,6 @@ pub fn applied(log: &str) -> Vec<Applied> {
         .collect()
 }
 
-/// Replicas that are killed and replaced, like pods of a Deployment: each new one gets a
-/// fresh name (`NAME-0`, `NAME-1`, ...). Killed replicas are kept for their logs.
-pub struct Fleet<'a> {
-    env: &'a TestEnv,
-    prefix: String,
-    timing: Vec<String>,
-    started: usize,
-    /// Every replica ever started, alive or not.
-    pub replicas: Vec<Process>,
-}
-
-impl<'a> Fleet<'a> {
-    /// Starts `count` replicas named `prefix-N` with the given Lease timing flags.
-    pub fn start(env: &'a TestEnv, prefix: &str, timing: &[&str], count: usize) -> Fleet<'a> {
-        let mut fleet = Fleet {
-            env,
-            prefix: prefix.to_owned(),
-            timing: timing.iter().map(|s| s.to_string()).collect(),
-            started: 0,
-            replicas: Vec::new(),
-        };
-        for _ in 0..count {
-            fleet.add();
-        }
-        fleet
-    }
-
-    /// Starts one more replica; returns its name.
-    pub fn add(&mut self) -> String {
-        let name = format!("{}-{}", self.prefix, self.started);
-        self.started += 1;
-        let timing: Vec<&str> = self.timing.iter().map(String::as_str).collect();
-        self.replicas.push(start_replica(self.env, &name, &timing));
-        name
-    }
-
-    /// The replica named `name`.
-    pub fn get(&mut self, name: &str) -> &mut Process {
-        replica(&mut self.replicas, name)
-    }
-
-    /// Waits for a Lease holder other than `not` (empty for any); returns it.
-    pub async fn leader_other_than(&self, not: &str) -> String {
-        wait_holder(self.env, "new leader", |h| !h.is_empty() && h != not).await
-    }
-}
-
 /// GETs `path` from the health and metrics server of `process` (its address is in its
 /// log); returns the HTTP status and body.
 pub fn http_get(process: &Process, path: &str) -> (u16, String) {

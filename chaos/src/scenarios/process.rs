@@ -57,7 +57,7 @@ pub async fn rolling_restart(drill: &mut Drill<'_>) -> Result<Vec<Fault>, String
     }
     let mut faults = Vec::new();
     for old in drill.cluster.local()?.names() {
-        let new = drill.cluster.local()?.add()?;
+        let new = drill.cluster.local()?.add().await?;
         let local = drill.cluster.local()?;
         let ready = || async { local.ready(&new).then_some(()).ok_or_else(String::new) };
         poll(Duration::from_millis(50), Duration::from_secs(30), ready)
