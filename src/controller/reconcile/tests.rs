@@ -43,6 +43,14 @@ impl Harness {
         Harness::with_tracer(TriggerTracer::off())
     }
 
+    /// Deployment `web` at 1 replica and TidalScheduler [`web`] in mode `apply`.
+    fn with_web(apply: &str) -> Harness {
+        let harness = Harness::new();
+        harness.cluster().deployment("web", 1);
+        harness.cluster().create(web(apply));
+        harness
+    }
+
     fn with_tracer(tracer: TriggerTracer) -> Harness {
         let clock = Arc::new(ManualClock::default());
         let (terms, gate) = watch::channel(None);
@@ -137,9 +145,7 @@ fn ready_reason(status: &TidalSchedulerStatus) -> String {
 
 #[tokio::test]
 async fn a_terms_first_write_claims_the_target_and_later_ones_do_not() {
-    let harness = Harness::new();
-    harness.cluster().deployment("web", 1);
-    harness.cluster().create(web("Scale"));
+    let harness = Harness::with_web("Scale");
     harness
         .reconcile_at("2026-01-01T00:00:10.001Z")
         .await
@@ -247,9 +253,7 @@ async fn a_reconcile_on_a_cache_behind_its_own_write_is_skipped() {
 
 #[tokio::test]
 async fn a_new_term_catches_up_the_instant_missed_between_terms() {
-    let harness = Harness::new();
-    harness.cluster().deployment("web", 1);
-    harness.cluster().create(web("Scale"));
+    let harness = Harness::with_web("Scale");
     harness.reconcile_at("2026-01-01T00:00:05Z").await.unwrap();
     harness.cluster().take_writes();
     harness
@@ -288,9 +292,7 @@ async fn a_new_term_catches_up_the_instant_missed_between_terms() {
 
 #[tokio::test]
 async fn a_target_that_disappears_fails_the_trigger_and_is_pursued_once_back() {
-    let harness = Harness::new();
-    harness.cluster().deployment("web", 1);
-    harness.cluster().create(web("Scale"));
+    let harness = Harness::with_web("Scale");
     harness
         .reconcile_at("2026-01-01T00:00:10.001Z")
         .await
@@ -333,9 +335,7 @@ async fn a_target_that_disappears_fails_the_trigger_and_is_pursued_once_back() {
 
 #[tokio::test]
 async fn status_mode_records_the_level_and_never_writes_the_target() {
-    let harness = Harness::new();
-    harness.cluster().deployment("web", 1);
-    harness.cluster().create(web("Status"));
+    let harness = Harness::with_web("Status");
     harness
         .reconcile_at("2026-01-01T00:00:10.001Z")
         .await
