@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use common::bench_options::{list, parsed_or};
 use common::cluster::{TestEnv, control_plane};
 use common::fleet::{Fleet, Options};
-use common::measure::{random_below, summary};
+use common::measure::{grouped, random_below, run_heading, summary};
 use common::replicas::{ALTERNATING, create_web, lease_state};
 use common::tide::wait_status;
 
@@ -100,18 +100,31 @@ async fn main() -> anyhow::Result<()> {
         "\nthree replicas, Lease {} (duration, renew deadline, retry period)",
         durations.join(",")
     );
+    // A Markdown table, as docs/performance.md keeps it (ms).
     println!(
-        "{:<44} {:>7} {:>8} {:>8} {:>8}",
-        "ms", "samples", "p50", "p99", "max"
+        "{}\n\n| Lease (duration / renew deadline / retry) | | samples | p50 | p99 | max |\n|---|---|---:|---:|---:|---:|",
+        run_heading()
     );
-    for (what, samples) in [
-        ("failover (SIGKILL → missed trigger applied)", &failovers),
-        ("handover (SIGTERM → successor holds Lease)", &handovers),
+    let lease = durations.join(" / ");
+    for (first, what, samples) in [
+        (
+            lease.as_str(),
+            "failover (SIGKILL → missed trigger applied)",
+            &failovers,
+        ),
+        (
+            "",
+            "handover (SIGTERM → successor holds the Lease)",
+            &handovers,
+        ),
     ] {
         let (p50, p99, max) = summary(samples);
         println!(
-            "{what:<44} {:>7} {p50:>8.0} {p99:>8.0} {max:>8.0}",
-            samples.len()
+            "| {first} | {what} | {} | {} | {} | {} |",
+            samples.len(),
+            grouped(p50),
+            grouped(p99),
+            grouped(max)
         );
     }
     Ok(())

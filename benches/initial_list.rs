@@ -27,7 +27,7 @@ use tidal_scheduler::controller::{InitialList, WATCH_TIMEOUT, list_watch};
 
 use common::bench_options::parsed_or;
 use common::cluster::{TestEnv, control_plane};
-use common::measure::{proc_status_mib, summary};
+use common::measure::{grouped, proc_status_mib, run_heading, summary};
 use common::tide::manifest;
 
 /// The child's mode; its kubeconfig and namespace.
@@ -204,15 +204,24 @@ async fn bench() {
             runs.push(run);
         }
     }
+    // A Markdown table, as docs/performance.md keeps it.
     println!(
-        "{:<10} {:>9} {:>9} {:>17} {:>22}",
-        "initial", "p50 ms", "max ms", "lister peak MiB", "apiserver peak +MiB"
+        "{}\n\n| initial list | p50 | max | lister peak RSS | kube-apiserver peak RSS over before |\n|---|---|---|---|---|",
+        run_heading()
     );
     for (mode, runs) in &results {
         let ms: Vec<f64> = runs.iter().map(|r| r.ms).collect();
         let (p50, _, max) = summary(&ms);
         let lister = runs.iter().map(|r| r.lister_mib).fold(0.0, f64::max);
         let server = runs.iter().map(|r| r.server_mib).fold(0.0, f64::max);
-        println!("{mode:<10} {p50:>9.0} {max:>9.0} {lister:>17.1} {server:>22.1}");
+        let mode = match *mode {
+            "paged" => "paged (LIST, 500 a page)",
+            _ => "streaming (`sendInitialEvents`)",
+        };
+        println!(
+            "| {mode} | {} ms | {} ms | {lister:.1} MiB | {server:+.1} MiB |",
+            grouped(p50),
+            grouped(max)
+        );
     }
 }

@@ -26,7 +26,7 @@ mod workload;
 use jiff::{SignedDuration, Timestamp};
 use tidal_harness::cluster::control_plane;
 use tidal_harness::jaeger::traced_control_plane;
-use tidal_harness::measure::{grouped, summary};
+use tidal_harness::measure::{grouped, run_heading, summary};
 
 use baseline::Baseline;
 use controller::Controller;
@@ -61,9 +61,8 @@ async fn main() -> anyhow::Result<()> {
     };
     // A Markdown table, as docs/performance.md keeps it: paste it there with the date.
     println!(
-        "run of {} UTC, {} CPUs\n\n| objects | samples | {first} | {second} | p99 ratio |\n|---:|---:|---|---|---:|",
-        Timestamp::now().strftime("%Y-%m-%d %H:%M"),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "{}\n\n| objects | samples | {first} | {second} | p99 ratio |\n|---:|---:|---|---|---:|",
+        run_heading()
     );
     // (objects, rounds, seconds between slots, repetitions): a p99 needs 100 samples to be
     // more than the maximum, and an object holds at most 100 rules, hence 5 × 20 for 1.

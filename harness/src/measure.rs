@@ -51,6 +51,16 @@ pub fn cpu_seconds(pid: u32) -> Result<f64, String> {
     Ok((ticks(11)? + ticks(12)?) / 100.0)
 }
 
+/// The line that heads a bench's Markdown table: when, and on how many CPUs
+/// (`run of 2026-12-04 01:30 UTC, 2 CPUs`).
+pub fn run_heading() -> String {
+    format!(
+        "run of {} UTC, {} CPUs",
+        jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M"),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    )
+}
+
 /// `value` rounded, with thousands separators (1820.3 → `1,820`), as the docs' tables.
 pub fn grouped(value: f64) -> String {
     let digits = format!("{:.0}", value.max(0.0));
