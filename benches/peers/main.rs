@@ -33,7 +33,7 @@ use serde_json::json;
 
 use tidal_harness::bench_options::list;
 use tidal_harness::keda;
-use tidal_harness::measure::summary;
+use tidal_harness::measure::{grouped, run_heading, summary};
 use tidal_harness::node::Node;
 
 use peer::Peer;
@@ -97,9 +97,10 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "\nscheduled instant -> effect seen by the watcher (ms); objects firing at the same instant"
     );
+    // A Markdown table, as docs/performance.md keeps it.
     println!(
-        "{:<45} {:>7} {:>7} | {:>9} {:>9} {:>9} {:>9}",
-        "peer", "objects", "effects", "min", "p50", "p99", "max"
+        "{}\n\n| peer | objects | effects | min | p50 | p99 | max |\n|---|---:|---:|---:|---:|---:|---:|",
+        run_heading()
     );
     let mut failures = Vec::new();
     for &objects in &sizes {
@@ -196,19 +197,30 @@ fn print_row(measured: &Measured) {
             summary(samples),
         )
     };
+    // tidal-scheduler's row in bold; under 10 ms one decimal, else whole milliseconds.
+    let bold = if measured.peer == Peer::TidalScheduler {
+        "**"
+    } else {
+        ""
+    };
+    let ms = |value: f64| match value {
+        v if v.is_nan() => "-".to_owned(),
+        v if v < 10.0 => format!("{bold}{v:.1}{bold}"),
+        v => format!("{bold}{}{bold}", grouped(v)),
+    };
+    let early = match measured.early {
+        0 => String::new(),
+        n => format!(" ({n} before the instant)"),
+    };
     println!(
-        "{:<45} {:>7} {:>7} | {:>9.1} {:>9.1} {:>9.1} {:>9.1}{}",
+        "| {bold}{}{bold}{} | {} | {} | {} | {} | {} | {} |",
         measured.peer.label(),
-        measured.objects,
-        samples.len(),
-        min,
-        p50,
-        p99,
-        max,
-        if measured.early > 0 {
-            format!("  ({} before the instant)", measured.early)
-        } else {
-            String::new()
-        }
+        early,
+        grouped(measured.objects as f64),
+        grouped(samples.len() as f64),
+        ms(min),
+        ms(p50),
+        ms(p99),
+        ms(max)
     );
 }

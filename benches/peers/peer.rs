@@ -43,9 +43,9 @@ impl Peer {
 
     pub fn label(self) -> &'static str {
         match self {
-            Peer::CronJobController => "CronJob controller (kube-controller-manager)",
-            Peer::Keda => "KEDA cron scaler (operator + HPA)",
-            Peer::TidalScheduler => "tidal-scheduler (Scale mode)",
+            Peer::CronJobController => "CronJob controller",
+            Peer::Keda => "KEDA cron scaler",
+            Peer::TidalScheduler => "tidal-scheduler",
         }
     }
 
