@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use serde_json::Value;
+use tidal_harness::api_requests::Requests;
 use tidal_harness::cluster::TestEnv;
 use tidal_harness::fixtures::deployment;
 use tidal_harness::jaeger::jaeger;
@@ -29,6 +30,7 @@ pub struct Controller {
     objects: usize,
     instants: Vec<Timestamp>,
     cpu_before: f64,
+    requests_before: Requests,
 }
 
 impl Controller {
@@ -56,12 +58,14 @@ impl Controller {
         create_round_objects(options, &env, objects, &instants).await?;
         wait_all_reconciled(&env.api::<TidalScheduler>(), objects, |_| true).await?;
         let cpu_before = cpu_seconds(process.pid()).map_err(anyhow::Error::msg)?;
+        let requests_before = Requests::of(&process);
         Ok(Controller {
             env,
             process,
             objects,
             instants,
             cpu_before,
+            requests_before,
         })
     }
 
@@ -89,6 +93,11 @@ impl Controller {
             cpu * 1000.0 / samples.len() as f64
         );
         let events = published_events(&self.env, samples.len()).await?;
+        // Counted once its Events are out: they are requests of these triggers too.
+        eprintln!(
+            "controller API requests per trigger during its {objects}-object rounds: {}",
+            Requests::of(&self.process).per_trigger_since(&self.requests_before, samples.len())
+        );
         Ok((samples, events))
     }
 }

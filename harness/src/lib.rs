@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+pub mod api_requests;
 pub mod audit;
 pub mod bench_options;
 pub mod cluster;
