@@ -108,7 +108,8 @@ pub struct Member {
 /// The replicas of one test namespace.
 pub struct Fleet {
     options: Options,
-    toxiproxy: Option<Toxiproxy>,
+    /// Toxiproxy and the API server's `host:port` its proxies lead to.
+    toxiproxy: Option<(Toxiproxy, String)>,
     started: usize,
     /// Replicas running (or stopped by SIGSTOP), oldest first.
     pub members: Vec<Member>,
@@ -123,10 +124,8 @@ impl Fleet {
         let toxiproxy = match options.route {
             Route::Toxiproxy => {
                 let bin = provisioned_bin()?;
-                Some(Toxiproxy::start(
-                    &bin,
-                    &env.log_dir().join("toxiproxy.log"),
-                )?)
+                let log = env.log_dir().join("toxiproxy.log");
+                Some((Toxiproxy::start(&bin, &log)?, api_server(env)?))
             }
             Route::Direct | Route::Holding => None,
         };
@@ -163,9 +162,8 @@ impl Fleet {
                 (Some(proxy.url()), Some(proxy))
             }
             Route::Toxiproxy => {
-                let toxiproxy = self.toxiproxy.as_ref().ok_or("no Toxiproxy")?;
-                let upstream = api_server(env)?;
-                let listen = toxiproxy.proxy(&name, &upstream)?;
+                let (toxiproxy, upstream) = self.toxiproxy.as_ref().ok_or("no Toxiproxy")?;
+                let listen = toxiproxy.proxy(&name, upstream)?;
                 (Some(format!("https://{listen}")), None)
             }
         };
@@ -265,9 +263,8 @@ impl Fleet {
 
     /// The Toxiproxy of a fleet on [`Route::Toxiproxy`] (proxies are named after replicas).
     pub fn toxiproxy(&self) -> Result<&Toxiproxy, String> {
-        self.toxiproxy
-            .as_ref()
-            .ok_or_else(|| "replicas run without Toxiproxy".to_owned())
+        let toxiproxy = self.toxiproxy.as_ref().map(|(toxiproxy, _)| toxiproxy);
+        toxiproxy.ok_or_else(|| "replicas run without Toxiproxy".to_owned())
     }
 
     /// The request-holding proxy of replica `name` on [`Route::Holding`].

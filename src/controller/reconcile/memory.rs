@@ -94,16 +94,9 @@ impl Memory {
 
     /// The new trigger is recorded in status: its trace, if any, is handed back to be
     /// finished.
-    pub fn recorded(self) -> (Memory, Option<TriggerTrace>) {
-        let Memory { trace, .. } = &self;
-        let trace = trace.clone();
-        (
-            Memory {
-                trace: None,
-                ..self
-            },
-            trace,
-        )
+    pub fn recorded(mut self) -> (Memory, Option<TriggerTrace>) {
+        let trace = self.trace.take();
+        (self, trace)
     }
 
     /// A reconcile of a valid spec ended: `plan`'s next instant is armed, `warnings` are

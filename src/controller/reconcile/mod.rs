@@ -348,16 +348,17 @@ async fn apply<C: Cluster>(
         let found = ctx.cluster.check(&target, strategy).await;
         memory = memory.checked(Instant::now(), found);
     }
-    let (replicas, claim, warnings) =
-        match decide::target_step(plan, strategy, &memory, &target.id()) {
-            TargetStep::Blocked(problem) => return Ok((memory, Applied::problem(problem))),
-            TargetStep::Keep(warnings) => return Ok((memory, Applied::warnings(warnings))),
-            TargetStep::Write {
-                replicas,
-                claim,
-                warnings,
-            } => (replicas, claim, warnings),
-        };
+    let target_id = target.id();
+    let (replicas, claim, warnings) = match decide::target_step(plan, strategy, &memory, &target_id)
+    {
+        TargetStep::Blocked(problem) => return Ok((memory, Applied::problem(problem))),
+        TargetStep::Keep(warnings) => return Ok((memory, Applied::warnings(warnings))),
+        TargetStep::Write {
+            replicas,
+            claim,
+            warnings,
+        } => (replicas, claim, warnings),
+    };
     let span = trace.map(|trace| trace.child("write target", ctx.clock.now()));
     let written = ctx
         .gate
@@ -381,7 +382,7 @@ async fn apply<C: Cluster>(
     }
     match written? {
         Ok(()) => Ok((
-            memory.level_written(replicas, target.id()),
+            memory.level_written(replicas, target_id),
             Applied::warnings(warnings),
         )),
         Err(problem) => Ok((
