@@ -42,6 +42,7 @@ use crate::controller::{
 use crate::election::{
     self, ElectionMetrics, Elector, KubeLease, Observer, Release, Timing, WriteGate,
 };
+use crate::rate_limit::{RateLimit, RateLimited};
 use crate::task::{self, Task, TaskEnded};
 use crate::telemetry::TelemetryError;
 use crate::telemetry::api::{ApiMetrics, ApiProbe};
@@ -75,6 +76,11 @@ pub struct Options {
     pub trace_endpoint: Option<String>,
     /// How the watch cache's initial list is fetched.
     pub initial_list: InitialList,
+    /// Watch the targets written through `/scale` (metadata only), so that a write needs
+    /// no read first.
+    pub watch_targets: bool,
+    /// Pace requests on the client side; `None`: as fast as the API server answers.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// How to campaign for the Lease.
@@ -182,6 +188,7 @@ impl Runtime {
             namespaces: options.namespaces,
             concurrency: options.concurrency,
             initial_list: options.initial_list,
+            watch_targets: options.watch_targets,
             instance: options.identity,
             readiness,
             metrics: controller_metrics,
@@ -297,10 +304,14 @@ async fn client(
         HeaderValue::from_str(&agent).map_err(|_| RuntimeError::Identity(identity.clone()))?;
     config.headers.push((USER_AGENT, agent));
     let builder = ClientBuilder::try_from(config).map_err(|e| failed("the configuration", &e))?;
-    Ok(builder
+    let builder = builder
         .with_layer(&OffsetProbe::new(offset.clone()))
-        .with_layer(&ApiProbe::new(metrics))
-        .build())
+        .with_layer(&ApiProbe::new(metrics));
+    Ok(match options.rate_limit {
+        // Outermost, so that a request's wait for its token is not timed as its latency.
+        Some(limit) => builder.with_layer(&RateLimited::new(limit)).build(),
+        None => builder.build(),
+    })
 }
 
 /// Starts campaigning for the Lease as `identity` within the clock `bound`; returns the
@@ -414,6 +425,8 @@ mod tests {
             per_object_metrics: true,
             trace_endpoint: None,
             initial_list: InitialList::Streaming,
+            watch_targets: true,
+            rate_limit: None,
         }
     }
 

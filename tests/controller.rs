@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use serde_json::json;
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, TriggerResult, validate};
 
+use common::api_requests::Requests;
 use common::cluster::TestEnv;
 use common::fixtures::{
     deployment, hpa, install_widget_crd, stateful_set, widget, widget_resource,
@@ -608,6 +609,48 @@ async fn a_restart_applies_the_latest_missed_trigger_once() {
     assert_eq!(status(&resumed).history[1], *applied);
     assert_eq!(status(&resumed).history[0].superseded, 0);
     assert_no_duplicate_history(status(&resumed));
+}
+
+/// Once the controller watches the targets' kind, a Scale-mode write carries the version
+/// the watch delivered: triggers write the target's `/scale` without reading it first
+/// (fencing still holds: tests/fencing.rs).
+#[tokio::test]
+async fn scale_writes_need_no_read_once_the_targets_are_watched() {
+    let env = TestEnv::new().await;
+    let controller = start_controller(&env, "controller");
+    create_deployment(&env, "web").await;
+    let rules = [("even", "CRON_TZ=UTC */2 * * * * *", 2)];
+    create(
+        &env,
+        manifest("web", "apps/v1", "Deployment", "web", "Scale", &rules),
+    )
+    .await;
+    deployment_replicas(&env, "web", 2).await;
+    let watching = |requests: &Requests| {
+        requests.sent("watch", "deployments") + requests.sent("watch_metadata", "deployments")
+    };
+    let before = eventually("a watch of Deployments", || async {
+        let requests = Requests::of(&controller);
+        match watching(&requests) >= 1.0 {
+            true => Ok(requests),
+            false => Err(format!("{requests:?}")),
+        }
+    })
+    .await;
+    let writes = |requests: &Requests| requests.sent("patch_scale", "deployments/scale");
+    let after = eventually("three more /scale writes", || async {
+        let after = Requests::of(&controller);
+        match writes(&after) >= writes(&before) + 3.0 {
+            true => Ok(after),
+            false => Err(format!("{after:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        after.sent("get_scale", "deployments/scale"),
+        before.sent("get_scale", "deployments/scale"),
+        "a /scale read while the watch holds the version: {after:?}"
+    );
 }
 
 #[tokio::test]

@@ -183,9 +183,9 @@ async fn a_partitioned_and_paused_leaders_delayed_writes_change_nothing() {
     partition_across_a_rising_instant(true).await;
 }
 
-/// The sharpest case: the partition begins just after the leader read the target and
-/// before its write (`PATCH …/scale`) — so that write reaches the API server, late, with
-/// the version it read — and the successor finds the level back where the target is,
+/// The sharpest case: the partition begins just before the leader's write (`PATCH
+/// …/scale`) — so that write reaches the API server, late, with the version the leader had
+/// observed (delivered by its watch of the target, or read) — and the successor finds the level back where the target is,
 /// so its own first write changes no replicas. The write must still be rejected (409).
 #[tokio::test]
 async fn a_scale_write_held_between_its_read_and_its_send_is_rejected_when_it_arrives() {

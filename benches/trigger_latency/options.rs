@@ -7,8 +7,9 @@
 //! - `TIDAL_BENCH_BASELINE_WATCH=1` keeps a watch open on the baseline's objects, as the
 //!   controller has on its own;
 //! - `TIDAL_BENCH_APPLY=Scale` runs the objects in `Scale` mode, each with a Deployment of
-//!   its own: the controller then writes each target fenced (read, then a server-side
-//!   apply conditional on the version read) before the status, and the baseline sends a
+//!   its own: the controller then writes each target fenced (a server-side apply, then
+//!   merge patches, conditional on the version its watch of the Deployments holds) before
+//!   the status, and the baseline sends a
 //!   plain `/scale` merge patch before each status patch — the unfenced write the
 //!   controller made before fencing — or, with `TIDAL_BENCH_BASELINE_FENCED=1`, the same
 //!   fenced read-then-apply as the controller;

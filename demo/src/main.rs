@@ -236,6 +236,8 @@ async fn start_and_show(scripts: &Path, dir: &Path, out: &mut Output) -> Result<
         per_object_metrics: true,
         trace_endpoint: jaeger.as_ref().map(|jaeger| jaeger.otlp_http.clone()),
         initial_list: InitialList::Streaming,
+        watch_targets: true,
+        rate_limit: None,
     })
     .await
     .map_err(|e| failed("start the controller", e))?;

@@ -44,6 +44,12 @@ impl Requests {
         Requests(counts)
     }
 
+    /// Requests of `verb` on `resource` sent so far.
+    pub fn sent(&self, verb: &str, resource: &str) -> f64 {
+        let key = (verb.to_owned(), resource.to_owned());
+        self.0.get(&key).copied().unwrap_or(0.0)
+    }
+
     /// `verb resource: n` per trigger for what changed since `before`, largest first.
     pub fn per_trigger_since(&self, before: &Requests, triggers: usize) -> String {
         let mut rows: Vec<(f64, String)> = (self.0.iter())

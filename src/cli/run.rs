@@ -9,6 +9,7 @@ use super::error::CliError;
 use super::process;
 use crate::controller::InitialList;
 use crate::election::Timing;
+use crate::rate_limit::RateLimit;
 use crate::runtime::{ElectionOptions, Options, Runtime};
 use crate::schedule::parse_go_duration;
 use crate::telemetry::{self, LogFormat};
@@ -28,6 +29,23 @@ pub struct RunArgs {
     /// first, `sendInitialEvents`; pages when the API server does not stream) or `paged`.
     #[arg(long, env = "TIDAL_INITIAL_LIST", value_enum, default_value_t = InitialList::Streaming)]
     pub initial_list: InitialList,
+
+    /// Watch the targets written through `/scale` (metadata only) so that each write
+    /// carries the version seen instead of reading the target first; `false` trades one
+    /// read per trigger for no watch of the targets' kinds.
+    #[arg(long, env = "TIDAL_WATCH_TARGETS", default_value_t = true, action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub watch_targets: bool,
+
+    /// Pace requests to the API server to this many per second (client-go's QPS); 0: no
+    /// client-side limit (API Priority and Fairness still applies on the server).
+    #[arg(long, env = "TIDAL_API_QPS", default_value_t = 0.0, value_parser = parse_qps)]
+    pub api_qps: f64,
+
+    /// Requests allowed at once above `--api-qps` (client-go's Burst).
+    #[arg(long, env = "TIDAL_API_BURST", default_value_t = 100, requires = "api_qps",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub api_burst: u32,
 
     /// Log format.
     #[arg(long, env = "TIDAL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -110,6 +128,11 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
         per_object_metrics: args.per_object_metrics,
         trace_endpoint: None,
         initial_list: args.initial_list,
+        watch_targets: args.watch_targets,
+        rate_limit: (args.api_qps > 0.0).then_some(RateLimit {
+            qps: args.api_qps,
+            burst: args.api_burst,
+        }),
     };
     process::runtime()?.block_on(async {
         let runtime = Runtime::start(options).await.map_err(CliError::from)?;
@@ -118,6 +141,16 @@ pub fn run(args: RunArgs) -> Result<(), CliError> {
             .await
             .map_err(CliError::from)
     })
+}
+
+/// A `--api-qps` flag: a finite number, not negative.
+fn parse_qps(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "`{text}`: must be a number of requests per second, 0 or more"
+        )),
+    }
 }
 
 /// A Go-style duration flag (`4s`, `1m30s`, `500ms`).

@@ -54,6 +54,7 @@ use crate::telemetry::server::Readiness;
 use cache::Scope;
 use cache::calendars::{self, CalendarsByScope};
 use cache::consistency::Consistency;
+use cache::target_versions::TargetVersions;
 use context::Context;
 use in_flight::InFlight;
 use key::ObjectName;
@@ -76,6 +77,9 @@ pub struct Settings {
     pub concurrency: u16,
     /// How each watch cache's initial list is fetched.
     pub initial_list: InitialList,
+    /// Whether the targets written through `/scale` are watched (metadata only), so that
+    /// a write needs no read first.
+    pub watch_targets: bool,
     /// Who reports Events (`reportingInstance`), e.g. the pod name.
     pub instance: String,
     /// Set once every watch cache has listed, cleared at shutdown (`/readyz`).
@@ -111,6 +115,11 @@ pub async fn run(
     );
     let mut background = [publisher];
     let scopes = Scope::all(&client, &settings.namespaces);
+    let target_versions = if settings.watch_targets {
+        TargetVersions::watching(client.clone(), &settings.namespaces)
+    } else {
+        TargetVersions::off()
+    };
     let names: Vec<Option<String>> = scopes.iter().map(|s| s.namespace.clone()).collect();
     let consistency = Consistency::new(&names, &settings.metrics);
     let mut calendars = CalendarsByScope::default();
@@ -119,7 +128,7 @@ pub async fn run(
     }
     let ctx = Arc::new(
         Context::new(
-            KubeCluster::new(client.clone(), events),
+            KubeCluster::new(client.clone(), events, target_versions),
             Arc::new(SystemClock),
             gate.clone(),
             in_flight.clone(),

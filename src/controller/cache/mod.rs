@@ -1,10 +1,12 @@
 //! What the controller watches and how fresh it is: one [`Scope`] per watched namespace
-//! (its TidalSchedulers and calendar caches), the watch itself ([`list_watch`]), and the
-//! records that let a reconcile read its own writes ([`consistency`]).
+//! (its TidalSchedulers and calendar caches), the watch itself ([`list_watch`]), the records
+//! that let a reconcile read its own writes ([`consistency`]), and the targets'
+//! resourceVersions that spare a Scale-mode write its read ([`target_versions`]).
 
 pub(crate) mod calendars;
 pub(crate) mod consistency;
 pub(crate) mod list_watch;
 mod scope;
+pub(crate) mod target_versions;
 
 pub(crate) use scope::{Scope, slim};

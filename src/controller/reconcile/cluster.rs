@@ -12,6 +12,7 @@ use kube::{Client, Resource};
 use super::strategy::Strategy;
 use super::target::{Target, Targets, patch_params};
 use crate::api::{TargetRef, TidalScheduler};
+use crate::controller::cache::target_versions::TargetVersions;
 use crate::controller::key::ObjectName;
 use crate::controller::plan::ApplyProblem;
 use crate::controller::publish::event::EventSink;
@@ -71,10 +72,11 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
-    /// Reconciles' reads and writes through `client`, Events through `events`.
-    pub fn new(client: Client, events: EventSink) -> KubeCluster {
+    /// Reconciles' reads and writes through `client`, Events through `events`; targets'
+    /// `/scale` written at the versions `versions` holds.
+    pub fn new(client: Client, events: EventSink, versions: TargetVersions) -> KubeCluster {
         KubeCluster {
-            targets: Targets::new(client.clone()),
+            targets: Targets::new(client.clone(), versions),
             client,
             events,
         }

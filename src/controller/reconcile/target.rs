@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use super::strategy::Strategy;
 use crate::api::{ConditionReason, TargetRef};
+use crate::controller::cache::target_versions::TargetVersions;
 use crate::controller::plan::ApplyProblem;
 use crate::election::{NotLeading, WriteGate};
 
@@ -78,14 +79,17 @@ type KindCache = HashMap<GroupVersionKind, (Instant, Discovered)>;
 pub struct Targets {
     client: Client,
     kinds: Mutex<KindCache>,
+    versions: TargetVersions,
 }
 
 impl Targets {
-    /// Targets reached through `client`.
-    pub fn new(client: Client) -> Targets {
+    /// Targets reached through `client`, their `/scale` written at the version held in
+    /// `versions` when it holds one.
+    pub fn new(client: Client, versions: TargetVersions) -> Targets {
         Targets {
             client,
             kinds: Mutex::new(HashMap::new()),
+            versions,
         }
     }
 
@@ -204,9 +208,10 @@ impl Targets {
     /// `gate` is open. [`Strategy::Status`] writes nothing.
     ///
     /// Every write is fenced, so that one sent in a leadership term that has ended changes
-    /// nothing however late it arrives (docs/design.md §6): it is conditional on the
-    /// resourceVersion read just before, and sent only if the gate is still open once
-    /// that read has returned — so the version was read within the term. The term's first
+    /// nothing however late it arrives (docs/design.md §6): it is conditional on a
+    /// resourceVersion observed before — the one [`TargetVersions`] holds for a `/scale`,
+    /// else one read just before — and sent only if the gate is still open once it was
+    /// observed. The term's first
     /// write to a target (`claim`) is a server-side apply under the term's own field
     /// manager (see [`field_manager`]): it always changes the target's managedFields,
     /// hence its resourceVersion, even when the replicas are already right, so from then
@@ -240,20 +245,32 @@ impl Targets {
             return Ok(Err(not_scalable(target)));
         }
         let api = self.api(target);
+        let (resource, namespace, name) = (&target.resource, &target.namespace, &target.name);
+        // The first attempt writes at the version held, if any; a retry (a 409 when it
+        // was no longer current) reads the target first.
+        let held = Mutex::new(self.versions.version(resource, namespace, name));
         let write = || async {
-            let read = api.get_scale(&target.name).await?;
+            let held = crate::sync::lock(&held).take();
+            let version = match held {
+                Some(version) => Some(version),
+                None => api.get_scale(name).await?.metadata.resource_version,
+            };
             let scale = json!({
                 "apiVersion": "autoscaling/v1",
                 "kind": "Scale",
                 "metadata": {
-                    "name": target.name,
-                    "namespace": target.namespace,
-                    "resourceVersion": read.metadata.resource_version,
+                    "name": name,
+                    "namespace": namespace,
+                    "resourceVersion": version,
                 },
                 "spec": { "replicas": replicas },
             });
             let (params, patch) = fenced_write(gate, claim && target.applies_scale(), scale)?;
-            Ok(api.patch_scale(&target.name, &params, &patch).await?)
+            let written = api.patch_scale(name, &params, &patch).await?;
+            if let Some(version) = &written.metadata.resource_version {
+                self.versions.wrote(resource, namespace, name, version);
+            }
+            Ok(written)
         };
         fenced(write, |error| {
             classify(target, "failed to patch scale of", error)

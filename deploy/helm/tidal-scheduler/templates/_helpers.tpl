@@ -42,7 +42,7 @@ one Role per watched namespace). Same rules as deploy/rbac.yaml. */}}
   verbs: ["create", "patch"]
 - apiGroups: ["apps"]
   resources: ["deployments", "statefulsets", "replicasets"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: ["apps"]
   resources: ["deployments/scale", "statefulsets/scale", "replicasets/scale"]
   verbs: ["get", "patch", "update"]
