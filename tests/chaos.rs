@@ -23,6 +23,7 @@ async fn drill(scenario: Scenario, faults: usize) -> Report {
         duration: Duration::from_secs(300),
         patience: Patience::Loaded,
         period: None,
+        objects: None,
     };
     let report = run_local(scenario, limits)
         .await

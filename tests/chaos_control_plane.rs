@@ -15,6 +15,7 @@ async fn api_server_and_etcd_restarts() {
             duration: Duration::from_secs(300),
             patience: Patience::Loaded,
             period: None,
+            objects: None,
         };
         let report = run_local(scenario, limits)
             .await

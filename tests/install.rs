@@ -255,6 +255,17 @@ fn kustomize_and_helm_install_the_same_controller() {
             "{kind}: deploy/helm/tidal-scheduler/templates/admission.yaml is stale"
         );
     }
+    for (kind, name) in [
+        ("PriorityLevelConfiguration", "tidal-scheduler"),
+        ("FlowSchema", "tidal-scheduler"),
+        ("FlowSchema", "tidal-scheduler-leader-election"),
+    ] {
+        assert_eq!(
+            find(&kustomized, kind, name)["spec"],
+            find(&helm, kind, name)["spec"],
+            "{kind} {name}: deploy/helm/tidal-scheduler/templates/flowcontrol.yaml is stale"
+        );
+    }
     let mapping = "tidal-scheduler-scale-targets";
     assert_eq!(
         find(&kustomized, "ConfigMap", mapping)["data"],
@@ -294,6 +305,24 @@ fn kustomize_and_helm_install_the_same_controller() {
             .clone();
         let role = find(objects, "Role", "tidal-scheduler-leader-election");
         assert_eq!(role["rules"][1]["resourceNames"][0], lease);
+        // API Priority and Fairness classifies the pods' service account, and its Lease
+        // requests where the Lease lives.
+        let pods = &deployment["spec"]["template"]["spec"];
+        let account = find(objects, "ServiceAccount", "tidal-scheduler");
+        for name in ["tidal-scheduler", "tidal-scheduler-leader-election"] {
+            let schema = &find(objects, "FlowSchema", name)["spec"];
+            let subject = &schema["rules"][0]["subjects"][0]["serviceAccount"];
+            assert_eq!(
+                subject["name"], pods["serviceAccountName"],
+                "FlowSchema {name}"
+            );
+            assert_eq!(subject["namespace"], account["metadata"]["namespace"]);
+        }
+        let schema = &find(objects, "FlowSchema", "tidal-scheduler-leader-election")["spec"];
+        assert_eq!(
+            schema["rules"][0]["resourceRules"][0]["namespaces"][0],
+            role["metadata"]["namespace"]
+        );
     }
 }
 

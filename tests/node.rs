@@ -784,6 +784,9 @@ async fn helm_installs_upgrades_and_uninstalls_the_chart() {
         format!("-n {namespace} serviceaccount/tidal-tidal-scheduler"),
         "clusterrole/tidal-tidal-scheduler".to_owned(),
         "clusterrolebinding/tidal-tidal-scheduler".to_owned(),
+        "flowschema/tidal-tidal-scheduler".to_owned(),
+        "flowschema/tidal-tidal-scheduler-leader-election".to_owned(),
+        "prioritylevelconfiguration/tidal-tidal-scheduler".to_owned(),
     ] {
         let args: Vec<&str> = object.split(' ').collect();
         let found = node
@@ -861,6 +864,7 @@ async fn the_chaos_scenarios_pass_in_cluster() {
         duration: Duration::from_secs(300),
         patience: Patience::Loaded,
         period: None,
+        objects: None,
     };
     let in_cluster: Vec<Scenario> = Scenario::ALL
         .into_iter()

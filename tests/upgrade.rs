@@ -133,6 +133,7 @@ async fn across(node: &Node, commands: Vec<String>) {
         duration: Duration::from_secs(1200),
         patience: Patience::Loaded,
         period: Some(PERIOD),
+        objects: None,
     };
     let report = run_mixed(
         &[Scenario::Upgrade],

@@ -20,6 +20,7 @@
 mod baseline;
 mod controller;
 mod memory;
+mod neighbour;
 mod options;
 mod workload;
 
@@ -30,8 +31,9 @@ use tidal_harness::measure::{grouped, run_heading, summary};
 
 use baseline::Baseline;
 use controller::Controller;
+use neighbour::{Neighbour, bursts};
 use options::Options;
-use workload::first_instant;
+use workload::{bench_env, first_instant};
 
 /// The controller's `--concurrency`, also the baseline's.
 const CONCURRENCY: usize = 64;
@@ -159,9 +161,18 @@ async fn take_turns(
     }
     let controller = Controller::start(options, objects, slots(1), false).await?;
     let baseline = Baseline::prepare(*options, objects, slots(0)).await?;
+    let neighbour = match options.neighbour {
+        Some(_) => Some(Neighbour::start(&bench_env(options).await).await?),
+        None => None,
+    };
     anyhow::ensure!(Timestamp::now() < first, "objects set up too late");
     let baseline = baseline.run().await?;
     let (controller, events) = controller.finish().await?;
+    if let (Some(neighbour), Some(flow_schemas)) = (neighbour, options.neighbour) {
+        let reads = neighbour.finish().await?;
+        let bursts = (bursts(&slots(1), &controller), bursts(&slots(0), &baseline));
+        neighbour::report(flow_schemas, &reads, &bursts.0, &bursts.1);
+    }
     eprintln!(
         "controller Events published during the baseline's bursts: {}",
         events_in_bursts(&events, &slots(0), &baseline)

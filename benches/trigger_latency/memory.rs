@@ -21,7 +21,7 @@ pub async fn memory(options: &Options, objects: usize) -> anyhow::Result<()> {
     env.api()
         .create(&PostParams::default(), &deployment("web"))
         .await?;
-    let controller = run_controller(&env, &[]);
+    let controller = run_controller(&env, &[], env.control_plane().kubeconfig());
     let rules: Vec<(String, String, i32)> = [
         ("morning", "CRON_TZ=Asia/Shanghai 0 0 8 * * MON-FRI", 20),
         ("lunch", "CRON_TZ=Asia/Shanghai 0 30 11 * * MON-FRI", 40),

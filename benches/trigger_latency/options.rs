@@ -13,6 +13,9 @@
 //!   plain `/scale` merge patch before each status patch — the unfenced write the
 //!   controller made before fencing — or, with `TIDAL_BENCH_BASELINE_FENCED=1`, the same
 //!   fenced read-then-apply as the controller;
+//! - `TIDAL_BENCH_NEIGHBOUR=with|without` runs the controller as its service account,
+//!   with deploy/flowcontrol.yaml installed or not, and measures another client's reads
+//!   during the bursts (see [`crate::neighbour`]);
 //! - `TIDAL_BENCH_TRACING=1` measures the cost of tracing instead: on a control plane
 //!   whose kube-apiserver and etcd trace to a real Jaeger, a controller exporting every
 //!   trigger's trace there takes turns with one that exports nothing (in place of the
@@ -46,6 +49,9 @@ pub struct Options {
     pub baseline_watch: bool,
     /// Tracing on against tracing off, instead of the controller against the baseline.
     pub tracing: bool,
+    /// Another client's reads during the bursts, with the FlowSchemas installed (`true`)
+    /// or not; `None`: no neighbour, the controller as the admin.
+    pub neighbour: Option<bool>,
 }
 
 impl Options {
@@ -55,6 +61,12 @@ impl Options {
             Err(_) | Ok("" | "Status") => Apply::Status,
             Ok("Scale") => Apply::Scale,
             Ok(other) => anyhow::bail!("TIDAL_BENCH_APPLY={other}: Status or Scale"),
+        };
+        let neighbour = match std::env::var("TIDAL_BENCH_NEIGHBOUR").as_deref() {
+            Err(_) | Ok("") => None,
+            Ok("with") => Some(true),
+            Ok("without") => Some(false),
+            Ok(other) => anyhow::bail!("TIDAL_BENCH_NEIGHBOUR={other}: with or without"),
         };
         let memory_objects = if switch("TIDAL_BENCH_SKIP_RSS") {
             None
@@ -69,6 +81,7 @@ impl Options {
             baseline_fenced: switch("TIDAL_BENCH_BASELINE_FENCED"),
             baseline_watch: switch("TIDAL_BENCH_BASELINE_WATCH"),
             tracing: switch("TIDAL_BENCH_TRACING"),
+            neighbour,
         })
     }
 

@@ -101,9 +101,24 @@ struct TargetArgs {
     patience: Patience,
     /// Seconds between the workload's fire instants (every object fires at each), instead
     /// of the scenario's own (2 s; 30 s for failover-burst): a smaller cluster may need
-    /// more to keep up.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    /// more to keep up. At most 30, or whole minutes (60, 120, ... 1800).
+    #[arg(long, value_parser = parse_period)]
     period: Option<u32>,
+    /// Objects of the workload, instead of the scenario's own (3; 1,000 for
+    /// failover-burst), e.g. `--objects 10000 --period 120` for a burst at fleet scale.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    objects: Option<u64>,
+}
+
+/// A `--period`: 1–30 s, or whole minutes up to 30.
+fn parse_period(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(period @ 1..=30) => Ok(period),
+        Ok(period) if period % 60 == 0 && (60..=1800).contains(&period) => Ok(period),
+        _ => Err(format!(
+            "`{text}`: 1 to 30 seconds, or whole minutes (60, 120, ... 1800)"
+        )),
+    }
 }
 
 impl TargetArgs {
@@ -179,6 +194,7 @@ async fn main() -> anyhow::Result<()> {
                 duration: max_duration,
                 patience: target.patience,
                 period: target.period,
+                objects: target.objects.map(|n| n as usize),
             };
             let mut reports = Vec::new();
             for scenario in scenarios {
@@ -206,6 +222,7 @@ async fn main() -> anyhow::Result<()> {
                 duration,
                 patience: target.patience,
                 period: target.period,
+                objects: target.objects.map(|n| n as usize),
             };
             let report = run_mixed(&scenarios, limits, &target.target())
                 .await

@@ -41,6 +41,8 @@ pub struct Limits {
     /// Seconds between the workload's fire instants, instead of the first scenario's own
     /// (its objects fire together: a burst of all of them each period).
     pub period: Option<u32>,
+    /// Objects of the workload, instead of the first scenario's own.
+    pub objects: Option<usize>,
 }
 
 /// How a run's timing bounds are set. The invariants — nothing lost, applied twice or
@@ -119,6 +121,9 @@ pub async fn run_mixed(
     let mut workload = first.workload();
     if let Some(period) = limits.period {
         workload.period = period;
+    }
+    if let Some(objects) = limits.objects {
+        workload.objects = objects;
     }
     let mut cluster = match target {
         Target::Local => {
@@ -319,18 +324,20 @@ async fn create_workload(
 ) -> Result<BTreeMap<String, Tide>, String> {
     let period = workload.period;
     let [even, odd] = workload.levels;
-    let rules = [
+    // A period of whole minutes steps the minutes field; a shorter one, the seconds.
+    let (even_cron, odd_cron) = if period >= 60 {
+        let minutes = period / 60;
         (
-            "even",
+            format!("CRON_TZ=UTC 0 0/{} * * * *", 2 * minutes),
+            format!("CRON_TZ=UTC 0 {minutes}/{} * * * *", 2 * minutes),
+        )
+    } else {
+        (
             format!("CRON_TZ=UTC 0/{} * * * * *", 2 * period),
-            even,
-        ),
-        (
-            "odd",
             format!("CRON_TZ=UTC {period}/{} * * * * *", 2 * period),
-            odd,
-        ),
-    ];
+        )
+    };
+    let rules = [("even", even_cron, even), ("odd", odd_cron, odd)];
     let rules: Vec<(&str, &str, i32)> =
         rules.iter().map(|(n, c, r)| (*n, c.as_str(), *r)).collect();
     let apply = if workload.scale { "Scale" } else { "Status" };

@@ -287,7 +287,7 @@ pub fn read_manifests(path: &Path) -> Vec<DynamicObject> {
 
 /// The API of an object's kind (found by discovery), in its namespace, or in
 /// `default_namespace` when it has none and the kind is namespaced.
-async fn api_for(
+pub async fn api_for(
     client: &Client,
     object: &DynamicObject,
     default_namespace: Option<&str>,

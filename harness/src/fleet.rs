@@ -307,7 +307,7 @@ fn api_server(env: &TestEnv) -> Result<String, String> {
 
 /// A kubeconfig for replica `name`: the admin's, through `server` if given, impersonating
 /// `user` if given.
-fn kubeconfig_for(
+pub fn kubeconfig_for(
     env: &TestEnv,
     name: &str,
     server: Option<&str>,

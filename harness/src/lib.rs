@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod corpus;
 pub mod fixtures;
 pub mod fleet;
+pub mod flowcontrol;
 pub mod holding_proxy;
 pub mod http;
 pub mod jaeger;

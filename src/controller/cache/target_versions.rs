@@ -86,15 +86,31 @@ impl TargetVersions {
         }
     }
 
+    /// Versions already held (a watch that delivered them, in tests).
+    #[cfg(test)]
+    pub fn holding(resource: &ApiResource, objects: &[(&str, &str, &str)]) -> TargetVersions {
+        let versions = TargetVersions::off();
+        let mut kind = KindVersions::default();
+        kind.apply(Event::Init);
+        for (namespace, name, version) in objects {
+            let name = ((*namespace).to_owned(), (*name).to_owned());
+            kind.apply(Event::InitApply((name, (*version).to_owned())));
+        }
+        kind.apply(Event::InitDone);
+        let key = (resource.group.clone(), resource.plural.clone());
+        lock(&versions.kinds).insert(key, Arc::new(Mutex::new(kind)));
+        versions
+    }
+
     fn kind(&self, resource: &ApiResource) -> Option<Arc<Mutex<KindVersions>>> {
-        let Watching::On { client, namespaces } = &self.watching else {
-            return None;
-        };
         let kind = (resource.group.clone(), resource.plural.clone());
         let mut kinds = lock(&self.kinds);
         if let Some(versions) = kinds.get(&kind) {
             return Some(versions.clone());
         }
+        let Watching::On { client, namespaces } = &self.watching else {
+            return None;
+        };
         let versions = Arc::new(Mutex::new(KindVersions::default()));
         kinds.insert(kind, versions.clone());
         let apis: Vec<Api<PartialObjectMeta<DynamicObject>>> = if namespaces.is_empty() {

@@ -506,3 +506,159 @@ fn not_scalable(target: &Target) -> ApplyProblem {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The fenced `/scale` write against a scripted API server: which requests it sends,
+    //! with which resourceVersion preconditions.
+
+    use std::collections::VecDeque;
+    use std::sync::Arc;
+
+    use http::{Request, Response};
+    use http_body_util::BodyExt;
+    use kube::client::Body;
+
+    use super::*;
+
+    /// Answers each request with the next scripted (status, body) and records it as
+    /// `METHOD path resourceVersion-sent`.
+    #[derive(Clone, Default)]
+    struct Script {
+        answers: Arc<Mutex<VecDeque<(u16, serde_json::Value)>>>,
+        seen: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl tower::Service<Request<Body>> for Script {
+        type Response = Response<Body>;
+        type Error = std::convert::Infallible;
+        type Future = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Response<Body>, Self::Error>> + Send>,
+        >;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: Request<Body>) -> Self::Future {
+            let script = self.clone();
+            Box::pin(async move {
+                let (parts, body) = request.into_parts();
+                let body = body.collect().await.expect("a body").to_bytes();
+                let sent: serde_json::Value =
+                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                let version = sent["metadata"]["resourceVersion"].as_str().unwrap_or("-");
+                crate::sync::lock(&script.seen).push(format!(
+                    "{} {} {version}",
+                    parts.method,
+                    parts.uri.path()
+                ));
+                let (status, answer) = crate::sync::lock(&script.answers)
+                    .pop_front()
+                    .expect("a scripted answer");
+                let response = Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&answer).expect("JSON")))
+                    .expect("a response");
+                Ok(response)
+            })
+        }
+    }
+
+    fn scale(version: &str) -> (u16, serde_json::Value) {
+        let scale = json!({
+            "apiVersion": "autoscaling/v1", "kind": "Scale",
+            "metadata": { "name": "web", "namespace": "shop", "resourceVersion": version },
+            "spec": { "replicas": 3 },
+        });
+        (200, scale)
+    }
+
+    fn conflict() -> (u16, serde_json::Value) {
+        let status = json!({
+            "apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "reason": "Conflict", "code": 409,
+            "message": "the object has been modified; please apply your changes to the latest version",
+        });
+        (409, status)
+    }
+
+    fn web() -> Target {
+        let gvk = GroupVersionKind::gvk("apps", "v1", "Deployment");
+        Target {
+            resource: ApiResource::from_gvk_with_plural(&gvk, "deployments"),
+            scalable: true,
+            name: "web".to_owned(),
+            namespace: "shop".to_owned(),
+        }
+    }
+
+    /// Writes 3 replicas to `web` as a later write of the term (no claim); the requests.
+    async fn write(
+        versions: TargetVersions,
+        answers: Vec<(u16, serde_json::Value)>,
+    ) -> Vec<String> {
+        let script = Script::default();
+        crate::sync::lock(&script.answers).extend(answers);
+        let targets = Targets::new(Client::new(script.clone(), "default"), versions);
+        let written = targets
+            .write(&web(), Strategy::Scale, 3, &WriteGate::always_open(), false)
+            .await;
+        assert!(matches!(written, Ok(Ok(()))), "{written:?}");
+        crate::sync::lock(&script.seen).clone()
+    }
+
+    const SCALE: &str = "/apis/apps/v1/namespaces/shop/deployments/web/scale";
+
+    #[tokio::test]
+    async fn a_held_version_spares_the_read() {
+        let versions = TargetVersions::holding(&web().resource, &[("shop", "web", "7")]);
+        let seen = write(versions, vec![scale("8")]).await;
+        assert_eq!(seen, [format!("PATCH {SCALE} 7")]);
+    }
+
+    #[tokio::test]
+    async fn a_stale_held_version_is_a_conflict_then_a_read_and_a_write_at_the_version_read() {
+        let versions = TargetVersions::holding(&web().resource, &[("shop", "web", "7")]);
+        let seen = write(versions, vec![conflict(), scale("9"), scale("10")]).await;
+        assert_eq!(
+            seen,
+            [
+                format!("PATCH {SCALE} 7"),
+                format!("GET {SCALE} -"),
+                format!("PATCH {SCALE} 9"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_a_version_held_the_write_reads_first() {
+        let seen = write(TargetVersions::off(), vec![scale("5"), scale("6")]).await;
+        assert_eq!(seen, [format!("GET {SCALE} -"), format!("PATCH {SCALE} 5")]);
+    }
+
+    #[tokio::test]
+    async fn the_version_a_write_returns_is_the_next_writes_precondition() {
+        let resource = web().resource;
+        let versions = TargetVersions::holding(&resource, &[("shop", "web", "7")]);
+        let script = Script::default();
+        crate::sync::lock(&script.answers).extend([scale("8"), scale("9")]);
+        let targets = Targets::new(Client::new(script.clone(), "default"), versions);
+        let gate = WriteGate::always_open();
+        for replicas in [3, 4] {
+            let written = targets
+                .write(&web(), Strategy::Scale, replicas, &gate, false)
+                .await;
+            assert!(matches!(written, Ok(Ok(()))), "{written:?}");
+        }
+        let seen = crate::sync::lock(&script.seen).clone();
+        assert_eq!(
+            seen,
+            [format!("PATCH {SCALE} 7"), format!("PATCH {SCALE} 8")]
+        );
+    }
+}

@@ -1,0 +1,223 @@
+//! One leader with a whole fleet: N TidalSchedulers of 5 rules (default 100,000, none due
+//! during the bench), on the local control plane.
+//!
+//! 1. The bench's parallel client creates them (64 at a time) — how long the API server
+//!    needs — and a first replica, alone, plans them all (each one's first status).
+//! 2. A fresh replica starts while the first one leads, so it lists everything as a
+//!    standby; the first gets SIGTERM and hands over. For the new leader: from the Lease
+//!    changing hands to every object planned in its term (its successful reconciles
+//!    reaching N); its resident set then; its CPU over a minute with no instant due.
+//! 3. A cold start: both stopped, one replica started alone — from its start, and from
+//!    its taking the Lease, to every object planned.
+//!
+//! Run: `cargo bench --bench fleet` (numbers on stdout; docs/performance.md keeps them).
+//! `TIDAL_BENCH_FLEET_OBJECTS=N` (default 100,000), `TIDAL_BENCH_IDLE_SECONDS=N`
+//! (default 60).
+
+use tidal_harness as common;
+
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, stream};
+use jiff::Timestamp;
+use kube::api::PostParams;
+use tidal_scheduler::api::TidalScheduler;
+
+use common::bench_options::parsed_or;
+use common::cluster::TestEnv;
+use common::measure::{cpu_seconds, grouped, proc_status_mib, run_heading};
+use common::process::Process;
+use common::replicas::{http_get, lease_state, logged_metrics_address};
+use common::tide::{manifest, start_replica};
+use common::wait::{eventually_every, eventually_within};
+
+/// Creations in flight at once (the controller's concurrency too).
+const CONCURRENCY: usize = 64;
+
+/// client-go's Lease timing, and no per-object series (100,000 of each would be most of
+/// the process's memory and of every scrape).
+const FLAGS: [&str; 9] = [
+    "--lease-duration",
+    "15s",
+    "--renew-deadline",
+    "10s",
+    "--retry-period",
+    "2s",
+    "--per-object-metrics=false",
+    "--concurrency",
+    "64",
+];
+
+/// Longest the bench waits for any one step.
+const LIMIT: Duration = Duration::from_secs(1800);
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let objects: usize =
+        parsed_or("TIDAL_BENCH_FLEET_OBJECTS", 100_000).map_err(anyhow::Error::msg)?;
+    let idle: u64 = parsed_or("TIDAL_BENCH_IDLE_SECONDS", 60).map_err(anyhow::Error::msg)?;
+    let env = TestEnv::new().await;
+    println!(
+        "{}\n\nfleet of {} objects of 5 rules",
+        run_heading(),
+        grouped(objects as f64)
+    );
+
+    let started = Instant::now();
+    create_fleet(&env, objects).await?;
+    println!(
+        "- created by the bench's client, {CONCURRENCY} at a time: {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let mut first = start_replica(&env, "first", &FLAGS);
+    let planned = wait_planned(&first, objects, started).await;
+    println!(
+        "- planned by a first replica, alone (each object's first status write): {:.0} s \
+         after its start",
+        planned.as_secs_f64()
+    );
+
+    let mut second = start_replica(&env, "second", &FLAGS);
+    eventually_within(LIMIT, "the standby's cache listed", || async {
+        ready(&second).then_some(()).ok_or_else(String::new)
+    })
+    .await;
+    first.signal("TERM");
+    let handed = Instant::now();
+    wait_holder(&env, "second").await;
+    let took = handed.elapsed();
+    let planned = wait_planned(&second, objects, handed).await - took;
+    println!(
+        "- a warm standby taking over (SIGTERM of the leader): the Lease changed hands \
+         after {:.1} s, every object planned {:.1} s after that",
+        took.as_secs_f64(),
+        planned.as_secs_f64(),
+    );
+    let pid = second.pid();
+    println!(
+        "- its resident set: {:.1} MiB (peak {:.1} MiB)",
+        mib(pid, "VmRSS:"),
+        mib(pid, "VmHWM:")
+    );
+    let before = cpu_seconds(pid).map_err(anyhow::Error::msg)?;
+    tokio::time::sleep(Duration::from_secs(idle)).await;
+    let spent = cpu_seconds(pid).map_err(anyhow::Error::msg)? - before;
+    println!(
+        "- idle (no instant due) for {idle} s: {:.2} % of a core; resident set then {:.1} MiB",
+        100.0 * spent / idle as f64,
+        mib(pid, "VmRSS:"),
+    );
+
+    second.signal("TERM");
+    first.wait(LIMIT);
+    second.wait(LIMIT);
+    let started = Instant::now();
+    let cold = start_replica(&env, "cold", &FLAGS);
+    wait_holder(&env, "cold").await;
+    let leading = started.elapsed();
+    let planned = wait_planned(&cold, objects, started).await;
+    println!(
+        "- a cold start (nobody else running): the Lease {:.1} s after its start, every \
+         object planned {:.1} s after its start ({:.1} s after the Lease); resident set \
+         {:.1} MiB (peak {:.1} MiB)",
+        leading.as_secs_f64(),
+        planned.as_secs_f64(),
+        (planned - leading).as_secs_f64(),
+        mib(cold.pid(), "VmRSS:"),
+        mib(cold.pid(), "VmHWM:"),
+    );
+    Ok(())
+}
+
+fn mib(pid: u32, field: &str) -> f64 {
+    proc_status_mib(&pid.to_string(), field)
+}
+
+/// Waits until `holder` holds the Lease (polled often: the moment matters).
+async fn wait_holder(env: &TestEnv, holder: &str) {
+    eventually_every(
+        Duration::from_millis(50),
+        LIMIT,
+        "the Lease's holder",
+        || async {
+            let (held, _) = lease_state(env).await;
+            (held == holder).then_some(()).ok_or(held)
+        },
+    )
+    .await;
+}
+
+/// Creates `objects` objects of 5 rules, none due for hours (their times are 6–10 hours
+/// from now, daily).
+async fn create_fleet(env: &TestEnv, objects: usize) -> anyhow::Result<()> {
+    let hour = Timestamp::now().strftime("%H").to_string().parse::<u32>()?;
+    let rules: Vec<(String, String, i32)> = (0..5)
+        .map(|i| {
+            let at = (hour + 6 + i) % 24;
+            (
+                format!("rule-{i}"),
+                format!("CRON_TZ=UTC 0 0 {at} * * *"),
+                1 + i as i32,
+            )
+        })
+        .collect();
+    let borrowed: Vec<(&str, &str, i32)> = rules
+        .iter()
+        .map(|(n, c, r)| (n.as_str(), c.as_str(), *r))
+        .collect();
+    let api = env.api::<TidalScheduler>();
+    let results: Vec<anyhow::Result<()>> = stream::iter(0..objects)
+        .map(|i| {
+            let manifest = manifest(
+                &format!("tide-{i:06}"),
+                "apps/v1",
+                "Deployment",
+                "web",
+                "Status",
+                &borrowed,
+            );
+            let api = api.clone();
+            async move {
+                let object: TidalScheduler = serde_json::from_value(manifest)?;
+                api.create(&PostParams::default(), &object).await?;
+                Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// Whether `replica` is ready (`/readyz`: every watch cache listed).
+fn ready(replica: &Process) -> bool {
+    logged_metrics_address(replica).is_some() && http_get(replica, "/readyz").0 == 200
+}
+
+/// Waits until `replica` has reconciled `objects` objects successfully; how long since
+/// `since`.
+async fn wait_planned(replica: &Process, objects: usize, since: Instant) -> Duration {
+    let what = format!("{} planning {objects} objects", replica.name());
+    eventually_every(Duration::from_millis(200), LIMIT, &what, || async {
+        let done = successes(replica);
+        (done >= objects as f64)
+            .then(|| since.elapsed())
+            .ok_or_else(|| format!("{done} reconciled"))
+    })
+    .await
+}
+
+/// The replica's successful reconciles so far.
+fn successes(replica: &Process) -> f64 {
+    if logged_metrics_address(replica).is_none() {
+        return 0.0;
+    }
+    let metrics = http_get(replica, "/metrics").1;
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("tidal_scheduler_reconcile_total{"))
+        .filter(|line| line.contains("result=\"success\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
