@@ -118,7 +118,9 @@ impl InCluster {
     }
 
     /// Lets the installed controller scale Widgets: a ClusterRole of the run's own
-    /// (`get` on widgets, the `widgets/scale` subresource) bound to its ServiceAccount,
+    /// (`get`, `list` and `watch` on widgets — the watch spares each write a read, as
+    /// docs/operations.md advises for custom kinds — and the `widgets/scale`
+    /// subresource) bound to its ServiceAccount,
     /// and the kind added to each ConfigMap of scale targets of its admission policy
     /// that lacks it. [`InCluster::remove_workload`] takes both back.
     pub async fn allow_widgets(&mut self) -> Result<(), String> {
@@ -126,7 +128,11 @@ impl InCluster {
         let role: ClusterRole = serde_json::from_value(json!({
             "metadata": { "name": name },
             "rules": [
-                { "apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"] },
+                {
+                    "apiGroups": ["example.com"],
+                    "resources": ["widgets"],
+                    "verbs": ["get", "list", "watch"],
+                },
                 {
                     "apiGroups": ["example.com"],
                     "resources": ["widgets/scale"],
