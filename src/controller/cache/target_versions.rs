@@ -1,8 +1,9 @@
-//! The resourceVersions of the targets written through `/scale`, so that a write can carry
-//! the version as its precondition without reading the target first (issue 29: one
-//! request fewer per Scale-mode trigger). They come from a metadata-only watch of each
-//! target kind over the watched scopes — started when a target of that kind is first
-//! written — and from the responses of our own writes.
+//! The resourceVersions of the targets, so that a write through `/scale` can carry the
+//! version as its precondition without reading the target first (issue 29: one request
+//! fewer per Scale-mode trigger), and a check that a target exists needs no read when it
+//! is held here. They come from a metadata-only watch of each target kind over the watched
+//! scopes — started when a target of that kind is first checked or written — and from the
+//! responses of our own writes.
 //!
 //! Fencing stays exactly as strong as with a read just before the write (docs/design.md
 //! §6): a version held here was observed — delivered by the watch or returned by a write —
@@ -151,7 +152,7 @@ async fn follow(
                 Err(error) => {
                     if versions.failed() {
                         tracing::warn!(resource = %plural, %error,
-                            "watching targets failed; their writes read them first until it recovers");
+                            "watching targets failed; they are read before each check and write until it recovers");
                     }
                 }
             }
