@@ -20,11 +20,13 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, stream};
 use jiff::Timestamp;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use tidal_scheduler::api::TidalScheduler;
 
+use common::api_requests::Requests;
 use common::bench_options::parsed_or;
 use common::cluster::TestEnv;
+use common::fixtures::deployment;
 use common::measure::{cpu_seconds, grouped, proc_status_mib, run_heading};
 use common::process::Process;
 use common::replicas::{http_get, lease_state, logged_metrics_address};
@@ -71,12 +73,13 @@ async fn main() -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let mut first = start_replica(&env, "first", &FLAGS);
-    let planned = wait_planned(&first, objects, started).await;
+    let planned = wait_active(&first, objects, started).await;
     println!(
-        "- planned by a first replica, alone (each object's first status write): {:.0} s \
-         after its start",
+        "- planned by a first replica, alone (each object's first status write, a catch-up \
+         of its latest rule, in its watch cache): {:.0} s after its start",
         planned.as_secs_f64()
     );
+    all_ready(&env).await?;
 
     let mut second = start_replica(&env, "second", &FLAGS);
     eventually_within(LIMIT, "the standby's cache listed", || async {
@@ -87,12 +90,14 @@ async fn main() -> anyhow::Result<()> {
     let handed = Instant::now();
     wait_holder(&env, "second").await;
     let took = handed.elapsed();
+    let before = Requests::of(&second);
     let planned = wait_planned(&second, objects, handed).await - took;
     println!(
         "- a warm standby taking over (SIGTERM of the leader): the Lease changed hands \
-         after {:.1} s, every object planned {:.1} s after that",
+         after {:.1} s, every object planned {:.1} s after that; requests per object: {}",
         took.as_secs_f64(),
         planned.as_secs_f64(),
+        Requests::of(&second).per_trigger_since(&before, objects),
     );
     let pid = second.pid();
     println!(
@@ -120,12 +125,13 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "- a cold start (nobody else running): the Lease {:.1} s after its start, every \
          object planned {:.1} s after its start ({:.1} s after the Lease); resident set \
-         {:.1} MiB (peak {:.1} MiB)",
+         {:.1} MiB (peak {:.1} MiB); requests per object: {}",
         leading.as_secs_f64(),
         planned.as_secs_f64(),
         (planned - leading).as_secs_f64(),
         mib(cold.pid(), "VmRSS:"),
         mib(cold.pid(), "VmHWM:"),
+        Requests::of(&cold).per_trigger_since(&Requests::default(), objects),
     );
     Ok(())
 }
@@ -149,8 +155,12 @@ async fn wait_holder(env: &TestEnv, holder: &str) {
 }
 
 /// Creates `objects` objects of 5 rules, none due for hours (their times are 6–10 hours
-/// from now, daily).
+/// from now, daily), all in `Status` mode for the Deployment `web` (created first: a
+/// missing target would be a fleet of failing objects, each checked again with backoff).
 async fn create_fleet(env: &TestEnv, objects: usize) -> anyhow::Result<()> {
+    env.api()
+        .create(&PostParams::default(), &deployment("web"))
+        .await?;
     let hour = Timestamp::now().strftime("%H").to_string().parse::<u32>()?;
     let rules: Vec<(String, String, i32)> = (0..5)
         .map(|i| {
@@ -190,13 +200,50 @@ async fn create_fleet(env: &TestEnv, objects: usize) -> anyhow::Result<()> {
     results.into_iter().collect()
 }
 
+/// Fails unless the first page of objects is `Ready` (a level in effect, no problem):
+/// the bench measures a healthy fleet.
+async fn all_ready(env: &TestEnv) -> anyhow::Result<()> {
+    let page = env
+        .api::<TidalScheduler>()
+        .list(&ListParams::default().limit(500))
+        .await?;
+    for object in &page.items {
+        let ready = object.status.as_ref().and_then(|s| s.ready());
+        if ready.is_none_or(|c| c.status != "True") {
+            anyhow::bail!(
+                "{} is not Ready: {:?}",
+                object.metadata.name.as_deref().unwrap_or_default(),
+                ready
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Whether `replica` is ready (`/readyz`: every watch cache listed).
 fn ready(replica: &Process) -> bool {
     logged_metrics_address(replica).is_some() && http_get(replica, "/readyz").0 == 200
 }
 
-/// Waits until `replica` has reconciled `objects` objects successfully; how long since
-/// `since`.
+/// Waits until `replica`'s cache shows `objects` objects `Ready` with a level in effect
+/// (its `tidal_scheduler_objects{reason="TriggerActive"}`); how long since `since`. A
+/// count of reconciles would not do here: each status write comes back through the watch
+/// as one more reconcile.
+async fn wait_active(replica: &Process, objects: usize, since: Instant) -> Duration {
+    let what = format!("{} planning {objects} objects", replica.name());
+    eventually_every(Duration::from_secs(1), LIMIT, &what, || async {
+        let active = gauge(replica, "tidal_scheduler_objects{reason=\"TriggerActive\"}");
+        (active >= objects as f64)
+            .then(|| since.elapsed())
+            .ok_or_else(|| format!("{active} active"))
+    })
+    .await
+}
+
+/// Waits until `replica` has reconciled `objects` objects successfully — every object once
+/// when their status is already current, as after a first replica planned them: nothing
+/// is written, so no reconcile comes back through the watch (the requests printed beside
+/// show it); how long since `since`.
 async fn wait_planned(replica: &Process, objects: usize, since: Instant) -> Duration {
     let what = format!("{} planning {objects} objects", replica.name());
     eventually_every(Duration::from_millis(200), LIMIT, &what, || async {
@@ -206,6 +253,18 @@ async fn wait_planned(replica: &Process, objects: usize, since: Instant) -> Dura
             .ok_or_else(|| format!("{done} reconciled"))
     })
     .await
+}
+
+/// The value of the gauge `series` (its whole name with labels) `replica` exports now.
+fn gauge(replica: &Process, series: &str) -> f64 {
+    if logged_metrics_address(replica).is_none() {
+        return 0.0;
+    }
+    let metrics = http_get(replica, "/metrics").1;
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .sum()
 }
 
 /// The replica's successful reconciles so far.
