@@ -230,12 +230,9 @@ fn ready(replica: &Process) -> bool {
 /// count of reconciles would not do here: each status write comes back through the watch
 /// as one more reconcile.
 async fn wait_active(replica: &Process, objects: usize, since: Instant) -> Duration {
-    let what = format!("{} planning {objects} objects", replica.name());
-    eventually_every(Duration::from_secs(1), LIMIT, &what, || async {
-        let active = gauge(replica, "tidal_scheduler_objects{reason=\"TriggerActive\"}");
-        (active >= objects as f64)
-            .then(|| since.elapsed())
-            .ok_or_else(|| format!("{active} active"))
+    let series = "tidal_scheduler_objects{reason=\"TriggerActive\"} ";
+    wait_count(replica, objects, since, Duration::from_secs(1), |line| {
+        line.starts_with(series)
     })
     .await
 }
@@ -245,38 +242,47 @@ async fn wait_active(replica: &Process, objects: usize, since: Instant) -> Durat
 /// is written, so no reconcile comes back through the watch (the requests printed beside
 /// show it); how long since `since`.
 async fn wait_planned(replica: &Process, objects: usize, since: Instant) -> Duration {
+    wait_count(
+        replica,
+        objects,
+        since,
+        Duration::from_millis(200),
+        |line| {
+            line.starts_with("tidal_scheduler_reconcile_total{")
+                && line.contains("result=\"success\"")
+        },
+    )
+    .await
+}
+
+/// Waits, polling every `every`, until the metric samples of `replica` that `counted`
+/// keeps sum to `objects`; how long since `since`.
+async fn wait_count(
+    replica: &Process,
+    objects: usize,
+    since: Instant,
+    every: Duration,
+    counted: impl Fn(&str) -> bool,
+) -> Duration {
     let what = format!("{} planning {objects} objects", replica.name());
-    eventually_every(Duration::from_millis(200), LIMIT, &what, || async {
-        let done = successes(replica);
+    eventually_every(every, LIMIT, &what, || async {
+        let done = summed(replica, &counted);
         (done >= objects as f64)
             .then(|| since.elapsed())
-            .ok_or_else(|| format!("{done} reconciled"))
+            .ok_or_else(|| format!("{done} so far"))
     })
     .await
 }
 
-/// The value of the gauge `series` (its whole name with labels) `replica` exports now.
-fn gauge(replica: &Process, series: &str) -> f64 {
+/// The sum of the metric samples `replica` exports now whose line `counted` keeps.
+fn summed(replica: &Process, counted: &impl Fn(&str) -> bool) -> f64 {
     if logged_metrics_address(replica).is_none() {
         return 0.0;
     }
-    let metrics = http_get(replica, "/metrics").1;
-    metrics
+    http_get(replica, "/metrics")
+        .1
         .lines()
-        .filter_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok())
-        .sum()
-}
-
-/// The replica's successful reconciles so far.
-fn successes(replica: &Process) -> f64 {
-    if logged_metrics_address(replica).is_none() {
-        return 0.0;
-    }
-    let metrics = http_get(replica, "/metrics").1;
-    metrics
-        .lines()
-        .filter(|line| line.starts_with("tidal_scheduler_reconcile_total{"))
-        .filter(|line| line.contains("result=\"success\""))
+        .filter(|line| counted(line))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
