@@ -18,7 +18,7 @@ pub use spec::{
 pub use status::{
     ConditionReason, HistoryEntry, READY, RuleStatus, TidalSchedulerStatus, TriggerResult,
 };
-pub use validate::{SpecProblem, ValidSpec, validate};
+pub use validate::{FRAMEWORK_LABELS, SpecProblem, ValidSpec, validate};
 
 use kube::CustomResourceExt;
 
