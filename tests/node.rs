@@ -213,6 +213,7 @@ fn audited_writes_of(node: &Node, user: &str) -> Vec<Value> {
     log.lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|event| event["user"]["username"] == user)
+        .filter(|event| matches!(event["verb"].as_str(), Some("create" | "update" | "patch")))
         .collect()
 }
 

@@ -8,6 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
+use tidal_harness::api_requests::Requests;
 use tidal_harness::cluster::TestEnv;
 use tidal_harness::measure::cpu_seconds;
 use tidal_harness::tide::sleep_past;
@@ -21,6 +22,7 @@ use crate::workload::{create_round_objects, target_of};
 /// Plain status patches by a bare client at each round's instant.
 pub struct Baseline {
     options: Options,
+    env: TestEnv,
     api: Api<TidalScheduler>,
     deployments: Api<Deployment>,
     objects: Vec<TidalScheduler>,
@@ -62,10 +64,12 @@ impl Baseline {
             patch_status(&api, object, &status).await?;
             statuses.push(status);
         }
+        let deployments = env.api();
         Ok(Baseline {
             options,
+            env,
             api,
-            deployments: env.api(),
+            deployments,
             objects: stored,
             statuses,
             instants,
@@ -77,6 +81,7 @@ impl Baseline {
     pub async fn run(mut self) -> anyhow::Result<Vec<f64>> {
         let mut samples = Vec::new();
         let cpu_before = cpu_seconds(std::process::id()).map_err(anyhow::Error::msg)?;
+        let counted_from = Timestamp::now();
         for &at in &self.instants {
             let bodies: Vec<(&TidalScheduler, TidalSchedulerStatus)> = self
                 .objects
@@ -110,6 +115,16 @@ impl Baseline {
             self.objects.len(),
             cpu * 1000.0 / samples.len() as f64
         );
+        if let Some(dir) = self.env.control_plane().dir() {
+            let namespace = self.env.namespace.as_str();
+            let sent = Requests::audited(dir, counted_from, Timestamp::now(), |request| {
+                request.namespace == namespace
+            });
+            eprintln!(
+                "baseline API requests per object and round (audit log): {}",
+                sent.per_trigger_since(&Requests::default(), samples.len())
+            );
+        }
         Ok(samples)
     }
 }

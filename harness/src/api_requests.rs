@@ -1,9 +1,14 @@
-//! The API requests a controller sent, by verb and resource, from its own
-//! `tidal_scheduler_api_requests_total` counters (read before and after a measurement),
-//! per applied trigger — what a trigger costs the API server besides its latency.
+//! The API requests a client sent, by verb and resource, per applied trigger — what a
+//! trigger costs the API server besides its latency: as the API server's audit log has
+//! them, or as the controller's own `tidal_scheduler_api_requests_total` counters do
+//! (read before and after a measurement).
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
+use jiff::Timestamp;
+
+use crate::audit::{Request, read_log, requests_in};
 use crate::process::Process;
 use crate::replicas::http_get;
 
@@ -42,6 +47,39 @@ impl Requests {
             *counts.entry((verb, resource)).or_insert(0.0) += value;
         }
         Requests(counts)
+    }
+
+    /// The requests that `select` picks among those the audit log of the control plane
+    /// in `dir` has received from `from` to `to`, by (verb, resource[/subresource]).
+    pub fn audited(
+        dir: &Path,
+        from: Timestamp,
+        to: Timestamp,
+        select: impl Fn(&Request) -> bool,
+    ) -> Requests {
+        let in_window = requests_in(&read_log(dir))
+            .into_iter()
+            .filter(|request| request.at >= from && request.at <= to);
+        Requests::count(in_window.filter(|request| select(request)))
+    }
+
+    /// `requests` by (verb, resource[/subresource]); a non-resource request (discovery)
+    /// as `-`.
+    pub fn count(requests: impl IntoIterator<Item = Request>) -> Requests {
+        let mut counts = BTreeMap::new();
+        for request in requests {
+            let resource = match request.resource_path() {
+                path if path.is_empty() => "-".to_owned(),
+                path => path,
+            };
+            *counts.entry((request.verb, resource)).or_insert(0.0) += 1.0;
+        }
+        Requests(counts)
+    }
+
+    /// Requests of every verb and resource.
+    pub fn total(&self) -> f64 {
+        self.0.values().sum()
     }
 
     /// Requests of `verb` on `resource` sent so far.

@@ -283,16 +283,14 @@ start_apiserver() {
   fi
   log "starting kube-apiserver on https://127.0.0.1:$apiserver_port"
   local pki="$dir/pki"
-  # Every write, with its user agent and response code, goes to DIR/audit.log: tests
-  # attribute writes to controller replicas with it.
+  # Every request, with its user agent and response code, goes to DIR/audit.log: tests
+  # attribute writes to controller replicas with it, benches count a client's requests.
   cat >"$dir/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  verbs: [create, update, patch, delete]
-- level: None
 POLICY
   local apiserver_tracing=()
   if [ -n "$tracing" ]; then
