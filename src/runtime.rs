@@ -221,13 +221,25 @@ impl Runtime {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), RuntimeError> {
         let (stop, stopped) = watch::channel(false);
-        let controller = controller::run(self.client.clone(), self.settings, self.gate, stopped);
-        tokio::pin!(controller);
+        // Spawned, so that the reconciles (polled by the controller's stream) run on the
+        // runtime's workers beside the connections they wait on — not on the thread
+        // blocking on this future, which every response would have to wake.
+        let mut controller = tokio::spawn(controller::run(
+            self.client.clone(),
+            self.settings,
+            self.gate,
+            stopped,
+        ));
         tokio::pin!(shutdown);
-        let mut stopping = false;
+        let (mut stopping, mut joined) = (false, false);
         let result = loop {
             tokio::select! {
-                ran = &mut controller => break ran.map_err(RuntimeError::from),
+                ran = &mut controller => {
+                    joined = true;
+                    // A panic is fatal, as for the background tasks.
+                    let ran = ran.unwrap_or(Err(TaskEnded { name: "controller", panicked: true }));
+                    break ran.map_err(RuntimeError::from);
+                }
                 () = &mut shutdown, if !stopping => {
                     tracing::info!("termination signal received: draining");
                     stopping = true;
@@ -238,6 +250,11 @@ impl Runtime {
         };
         if let Err(error) = &result {
             tracing::error!(%error, "stopping");
+        }
+        if !joined {
+            // Stopped before the Lease is released: no write of this term after it.
+            controller.abort();
+            let _ = controller.await;
         }
         if let Some(release) = self.release {
             release.release().await;
