@@ -231,11 +231,10 @@ impl Runtime {
             stopped,
         ));
         tokio::pin!(shutdown);
-        let (mut stopping, mut joined) = (false, false);
+        let mut stopping = false;
         let result = loop {
             tokio::select! {
                 ran = &mut controller => {
-                    joined = true;
                     // A panic is fatal, as for the background tasks.
                     let ran = ran.unwrap_or(Err(TaskEnded { name: "controller", panicked: true }));
                     break ran.map_err(RuntimeError::from);
@@ -251,7 +250,7 @@ impl Runtime {
         if let Err(error) = &result {
             tracing::error!(%error, "stopping");
         }
-        if !joined {
+        if !controller.is_finished() {
             // Stopped before the Lease is released: no write of this term after it.
             controller.abort();
             let _ = controller.await;

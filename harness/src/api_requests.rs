@@ -60,12 +60,12 @@ impl Requests {
         let in_window = requests_in(&read_log(dir))
             .into_iter()
             .filter(|request| request.at >= from && request.at <= to);
-        Requests::count(in_window.filter(|request| select(request)))
+        Requests::count(in_window.filter(select))
     }
 
     /// `requests` by (verb, resource[/subresource]); a non-resource request (discovery)
     /// as `-`.
-    pub fn count(requests: impl IntoIterator<Item = Request>) -> Requests {
+    fn count(requests: impl IntoIterator<Item = Request>) -> Requests {
         let mut counts = BTreeMap::new();
         for request in requests {
             let resource = match request.resource_path() {
