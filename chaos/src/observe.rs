@@ -169,12 +169,22 @@ impl Observer {
 
     fn all_applied_after(&self, objects: &[String], after: Timestamp) -> bool {
         let state = lock(&self.state);
-        objects.iter().all(|object| {
-            state
-                .seen
-                .iter()
-                .any(|s| &s.object == object && s.entry.schedule_time.0 > after)
-        })
+        let applied: HashSet<&str> = state
+            .seen
+            .iter()
+            .filter(|s| s.entry.schedule_time.0 > after)
+            .map(|s| s.object.as_str())
+            .collect();
+        objects
+            .iter()
+            .all(|object| applied.contains(object.as_str()))
+    }
+
+    /// How long the first instant after `after` took to reach the objects that applied
+    /// it, from its first entry seen to its last: what one burst of the workload's
+    /// writes takes this cluster without a fault.
+    pub fn burst_after(&self, after: Timestamp) -> Duration {
+        burst_after(&lock(&self.state).seen, after)
     }
 
     /// Stops watching; what was seen.
@@ -239,6 +249,26 @@ fn record_status(state: &mut Watched, object: &TidalScheduler) {
     }
 }
 
+/// See [`Observer::burst_after`].
+fn burst_after(seen: &[Seen], after: Timestamp) -> Duration {
+    let first_instant = seen
+        .iter()
+        .map(|s| s.entry.schedule_time.0)
+        .filter(|&at| at > after)
+        .min();
+    let observed: Vec<Timestamp> = seen
+        .iter()
+        .filter(|s| Some(s.entry.schedule_time.0) == first_instant)
+        .map(|s| s.observed)
+        .collect();
+    match (observed.iter().min(), observed.iter().max()) {
+        (Some(first), Some(last)) => {
+            Duration::try_from(last.duration_since(*first)).unwrap_or_default()
+        }
+        _ => Duration::ZERO,
+    }
+}
+
 fn record_holder(state: &mut Watched, lease: &Lease) {
     let holder = lease
         .spec
@@ -249,4 +279,50 @@ fn record_holder(state: &mut Watched, lease: &Lease) {
         at: Timestamp::now(),
         holder,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+    use tidal_scheduler::api::{HistoryEntry, TriggerResult};
+
+    use super::*;
+
+    fn seen(object: &str, instant: i64, observed_ms: i64) -> Seen {
+        let at = |ms: i64| Timestamp::from_millisecond(ms).expect("a timestamp");
+        Seen {
+            object: object.to_owned(),
+            entry: HistoryEntry {
+                rule: "even".to_owned(),
+                schedule_time: Time(at(instant * 1000)),
+                execution_time: MicroTime(at(observed_ms)),
+                replicas: 2,
+                result: TriggerResult::Succeeded,
+                catch_up: false,
+                superseded: 0,
+                message: String::new(),
+                trace_id: None,
+            },
+            observed: at(observed_ms),
+        }
+    }
+
+    #[test]
+    fn a_burst_spans_the_first_instant_after_from_first_to_last_seen() {
+        let seen = [
+            seen("a", 10, 10_050),
+            seen("a", 20, 20_040),
+            seen("b", 20, 23_500),
+            seen("c", 20, 21_000),
+            seen("c", 30, 39_000),
+        ];
+        let after = Timestamp::from_second(15).expect("a timestamp");
+        assert_eq!(burst_after(&seen, after), Duration::from_millis(3_460));
+    }
+
+    #[test]
+    fn no_instant_after_from_is_no_burst() {
+        let after = Timestamp::from_second(15).expect("a timestamp");
+        assert_eq!(burst_after(&[seen("a", 10, 10_050)], after), Duration::ZERO);
+    }
 }

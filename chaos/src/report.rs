@@ -29,6 +29,9 @@ pub struct Report {
     pub failover: Percentiles,
     /// Last fault healed → every object and target at the rules' level, ms.
     pub convergence_ms: Option<f64>,
+    /// One burst of the workload's writes before the first fault, first to last seen,
+    /// ms: part of both bounds.
+    pub burst_ms: f64,
     /// The lateness bound, ms.
     pub lateness_bound_ms: f64,
     /// The convergence bound, ms.

@@ -166,12 +166,26 @@ pub async fn run_mixed(
         ));
     }
     let from = Timestamp::now();
+    // One burst of the workload's writes without a fault: what this cluster needs for
+    // it (10,000 objects take an API server tens of seconds) is added to every bound.
+    let period = Duration::from_secs(workload.period.into());
+    if !observer
+        .wait_applied_after(&names, from, steady + period)
+        .await
+    {
+        return Err(format!(
+            "no burst without a fault within {:?} of the steady state",
+            steady + period
+        ));
+    }
+    let burst = observer.burst_after(from);
     log(
         first,
         &format!(
-            "steady: {} objects, leader {}",
+            "steady: {} objects, leader {}; a burst of their writes took {:.1} s",
             names.len(),
-            observer.holder()
+            observer.holder(),
+            burst.as_secs_f64()
         ),
     );
 
@@ -215,6 +229,7 @@ pub async fn run_mixed(
             .max()
             .unwrap_or_else(Timestamp::now);
         let settle = timing.takeover()
+            + burst
             + scenario.allowance()
             + limits.patience.headroom(scenario.allowance())
             + SETTLE_SLACK;
@@ -235,7 +250,7 @@ pub async fn run_mixed(
     let headroom = limits.patience.headroom(allowance);
     // Waited for as long as a takeover twice as slow as the Lease timing's would need;
     // judged below against the takeover observed.
-    let convergence_wait = timing.takeover() * 2 + allowance + headroom;
+    let convergence_wait = timing.takeover() * 2 + burst + allowance + headroom;
     let converged = converge(&cluster, &observer, &tides, workload, convergence_wait).await;
     // Every instant up to convergence must be accounted for (without it, up to now).
     let (converged, until) = match converged {
@@ -267,8 +282,8 @@ pub async fn run_mixed(
     };
     let verdict = check(&observations);
     let takeover = limits.patience.takeover(&timing, &verdict.failover_ms);
-    let convergence_bound = takeover + allowance + headroom;
-    let lateness_bound = takeover + longest + allowance + headroom;
+    let convergence_bound = takeover + burst + allowance + headroom;
+    let lateness_bound = takeover + longest + burst + allowance + headroom;
     let triggers = observations
         .seen
         .iter()
@@ -298,6 +313,7 @@ pub async fn run_mixed(
         failover: Percentiles::of(&verdict.failover_ms),
         verdict,
         convergence_ms: converged.map(|d| d.as_secs_f64() * 1000.0),
+        burst_ms: burst.as_secs_f64() * 1000.0,
         lateness_bound_ms: lateness_bound.as_secs_f64() * 1000.0,
         convergence_bound_ms: convergence_bound.as_secs_f64() * 1000.0,
         problems,

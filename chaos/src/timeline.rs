@@ -177,6 +177,7 @@ mod tests {
             lateness: Percentiles::default(),
             failover: Percentiles::default(),
             convergence_ms: Some(0.0),
+            burst_ms: 20.0,
             lateness_bound_ms: 6000.0,
             convergence_bound_ms: 6000.0,
             problems: Vec::new(),
