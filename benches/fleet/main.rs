@@ -2,17 +2,26 @@
 //! during the bench), on the local control plane.
 //!
 //! 1. The bench's parallel client creates them (64 at a time) — how long the API server
-//!    needs — and a first replica, alone, plans them all (each one's first status).
+//!    needs — and a first replica, alone, plans them all (each one's first status). The
+//!    bench then completes every object's history to 10 entries, as after ten days of
+//!    triggers: the replicas below cache objects of their size in production.
 //! 2. A fresh replica starts while the first one leads, so it lists everything as a
 //!    standby; the first gets SIGTERM and hands over. For the new leader: from the Lease
 //!    changing hands to every object planned in its term (its successful reconciles
 //!    reaching N); its resident set then; its CPU over a minute with no instant due.
 //! 3. A cold start: both stopped, one replica started alone — from its start, and from
 //!    its taking the Lease, to every object planned.
+//! 4. A soak: a sample of the objects fires every 30 s for an hour while the rest waits;
+//!    the leader's resident set each minute.
 //!
 //! Run: `cargo bench --bench fleet` (numbers on stdout; docs/performance.md keeps them).
-//! `TIDAL_BENCH_FLEET_OBJECTS=N` (default 100,000), `TIDAL_BENCH_IDLE_SECONDS=N`
-//! (default 60).
+//! `TIDAL_BENCH_FLEET_OBJECTS=N` (default 100,000), `TIDAL_BENCH_FLEET_HISTORY=N` history
+//! entries per object (default 10; 1 leaves the first plan's), `TIDAL_BENCH_IDLE_SECONDS=N`
+//! (default 60), `TIDAL_BENCH_SOAK_OBJECTS=N` (default 1,000),
+//! `TIDAL_BENCH_SOAK_MINUTES=N` (default 60; 0 skips the soak).
+
+mod history;
+mod soak;
 
 use tidal_harness as common;
 
@@ -57,7 +66,10 @@ const LIMIT: Duration = Duration::from_secs(1800);
 async fn main() -> anyhow::Result<()> {
     let objects: usize =
         parsed_or("TIDAL_BENCH_FLEET_OBJECTS", 100_000).map_err(anyhow::Error::msg)?;
+    let entries: usize = parsed_or("TIDAL_BENCH_FLEET_HISTORY", 10).map_err(anyhow::Error::msg)?;
     let idle: u64 = parsed_or("TIDAL_BENCH_IDLE_SECONDS", 60).map_err(anyhow::Error::msg)?;
+    let sample: usize = parsed_or("TIDAL_BENCH_SOAK_OBJECTS", 1000).map_err(anyhow::Error::msg)?;
+    let minutes: usize = parsed_or("TIDAL_BENCH_SOAK_MINUTES", 60).map_err(anyhow::Error::msg)?;
     let env = TestEnv::new().await;
     println!(
         "{}\n\nfleet of {} objects of 5 rules",
@@ -65,8 +77,9 @@ async fn main() -> anyhow::Result<()> {
         grouped(objects as f64)
     );
 
+    let rules = daily_rules()?;
     let started = Instant::now();
-    create_fleet(&env, objects).await?;
+    create_fleet(&env, objects, &rules).await?;
     println!(
         "- created by the bench's client, {CONCURRENCY} at a time: {:.0} s",
         started.elapsed().as_secs_f64()
@@ -80,6 +93,13 @@ async fn main() -> anyhow::Result<()> {
         planned.as_secs_f64()
     );
     all_ready(&env).await?;
+    let started = Instant::now();
+    let patched = history::fill(&env, &rules, entries, CONCURRENCY).await?;
+    println!(
+        "- histories completed to {entries} entries by the bench's client ({} objects): {:.0} s",
+        grouped(patched as f64),
+        started.elapsed().as_secs_f64()
+    );
 
     let mut second = start_replica(&env, "second", &FLAGS);
     eventually_within(LIMIT, "the standby's cache listed", || async {
@@ -133,7 +153,49 @@ async fn main() -> anyhow::Result<()> {
         mib(cold.pid(), "VmHWM:"),
         Requests::of(&cold).per_trigger_since(&Requests::default(), objects),
     );
+    if minutes > 0 {
+        soak::run(
+            &env,
+            &cold,
+            &rules,
+            sample.min(objects),
+            minutes,
+            CONCURRENCY,
+        )
+        .await?;
+    }
     Ok(())
+}
+
+/// One of the fleet's daily rules.
+struct Rule {
+    name: String,
+    /// Its hour of the day, UTC.
+    hour: i8,
+    replicas: i32,
+}
+
+impl Rule {
+    fn cron(&self) -> String {
+        format!("CRON_TZ=UTC 0 0 {} * * *", self.hour)
+    }
+}
+
+/// The fleet's 5 rules: daily, 6–10 hours from now (none due during the bench).
+fn daily_rules() -> anyhow::Result<Vec<Rule>> {
+    let hour: i8 = Timestamp::now().strftime("%H").to_string().parse()?;
+    Ok((0..5)
+        .map(|i| Rule {
+            name: format!("rule-{i}"),
+            hour: (hour + 6 + i) % 24,
+            replicas: 1 + i32::from(i),
+        })
+        .collect())
+}
+
+/// The name of object `i` of the fleet.
+fn object_name(i: usize) -> String {
+    format!("tide-{i:06}")
 }
 
 fn mib(pid: u32, field: &str) -> f64 {
@@ -154,33 +216,24 @@ async fn wait_holder(env: &TestEnv, holder: &str) {
     .await;
 }
 
-/// Creates `objects` objects of 5 rules, none due for hours (their times are 6–10 hours
-/// from now, daily), all in `Status` mode for the Deployment `web` (created first: a
-/// missing target would be a fleet of failing objects, each checked again with backoff).
-async fn create_fleet(env: &TestEnv, objects: usize) -> anyhow::Result<()> {
+/// Creates `objects` objects of `rules`, all in `Status` mode for the Deployment `web`
+/// (created first: a missing target would be a fleet of failing objects, each checked
+/// again with backoff).
+async fn create_fleet(env: &TestEnv, objects: usize, rules: &[Rule]) -> anyhow::Result<()> {
     env.api()
         .create(&PostParams::default(), &deployment("web"))
         .await?;
-    let hour = Timestamp::now().strftime("%H").to_string().parse::<u32>()?;
-    let rules: Vec<(String, String, i32)> = (0..5)
-        .map(|i| {
-            let at = (hour + 6 + i) % 24;
-            (
-                format!("rule-{i}"),
-                format!("CRON_TZ=UTC 0 0 {at} * * *"),
-                1 + i as i32,
-            )
-        })
-        .collect();
+    let crons: Vec<String> = rules.iter().map(Rule::cron).collect();
     let borrowed: Vec<(&str, &str, i32)> = rules
         .iter()
-        .map(|(n, c, r)| (n.as_str(), c.as_str(), *r))
+        .zip(&crons)
+        .map(|(rule, cron)| (rule.name.as_str(), cron.as_str(), rule.replicas))
         .collect();
     let api = env.api::<TidalScheduler>();
     let results: Vec<anyhow::Result<()>> = stream::iter(0..objects)
         .map(|i| {
             let manifest = manifest(
-                &format!("tide-{i:06}"),
+                &object_name(i),
                 "apps/v1",
                 "Deployment",
                 "web",
