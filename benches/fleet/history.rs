@@ -19,8 +19,9 @@ const PAGE: u32 = 500;
 
 /// Completes every object's history to `entries`: after the entries a replica wrote, the
 /// instants of `rules` on the days before, applied 150 ms late, each with a trace id —
-/// merge-patched into status, `concurrency` at a time. Returns how many objects it
-/// patched.
+/// merge-patched into status, `concurrency` at a time. Lists every object first: a
+/// continue token outlives neither the API server's compaction (5 minutes) nor the
+/// writes of 100,000 patches. Returns how many objects it patched.
 pub async fn fill(
     env: &TestEnv,
     rules: &[Rule],
@@ -28,37 +29,34 @@ pub async fn fill(
     concurrency: usize,
 ) -> anyhow::Result<usize> {
     let api = env.api::<TidalScheduler>();
-    let mut patched = 0;
+    let mut histories: Vec<(String, Vec<HistoryEntry>)> = Vec::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
         let page = api.list(&params).await?;
-        let histories: Vec<(String, Vec<HistoryEntry>)> = page
-            .items
-            .iter()
-            .map(|object| {
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let written = object.status.clone().unwrap_or_default().history;
-                Ok((name, completed(written, rules, entries)?))
-            })
-            .collect::<anyhow::Result<_>>()?;
-        patched += histories.len();
-        stream::iter(histories)
-            .map(|(name, history)| {
-                let api = api.clone();
-                async move {
-                    let patch = json!({ "status": { "history": history } });
-                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await
-                }
-            })
-            .buffer_unordered(concurrency)
-            .try_collect::<Vec<_>>()
-            .await?;
+        for object in page.items {
+            let name = object.metadata.name.unwrap_or_default();
+            let written = object.status.unwrap_or_default().history;
+            histories.push((name, completed(written, rules, entries)?));
+        }
         match page.metadata.continue_.filter(|token| !token.is_empty()) {
             Some(token) => params = params.continue_token(&token),
-            None => return Ok(patched),
+            None => break,
         }
     }
+    let patched = histories.len();
+    stream::iter(histories)
+        .map(|(name, history)| {
+            let api = api.clone();
+            async move {
+                let patch = json!({ "status": { "history": history } });
+                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(patched)
 }
 
 /// `written`, then one instant a day of the rules in turn, from two days back (older than
