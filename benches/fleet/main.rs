@@ -172,12 +172,14 @@ struct Rule {
     name: String,
     /// Its hour of the day, UTC.
     hour: i8,
+    cron: String,
     replicas: i32,
 }
 
 impl Rule {
-    fn cron(&self) -> String {
-        format!("CRON_TZ=UTC 0 0 {} * * *", self.hour)
+    /// `(name, cron, replicas)`, as the harness's manifests take rules.
+    fn borrowed(&self) -> (&str, &str, i32) {
+        (&self.name, &self.cron, self.replicas)
     }
 }
 
@@ -185,10 +187,14 @@ impl Rule {
 fn daily_rules() -> anyhow::Result<Vec<Rule>> {
     let hour: i8 = Timestamp::now().strftime("%H").to_string().parse()?;
     Ok((0..5)
-        .map(|i| Rule {
-            name: format!("rule-{i}"),
-            hour: (hour + 6 + i) % 24,
-            replicas: 1 + i32::from(i),
+        .map(|i| {
+            let hour = (hour + 6 + i) % 24;
+            Rule {
+                name: format!("rule-{i}"),
+                hour,
+                cron: format!("CRON_TZ=UTC 0 0 {hour} * * *"),
+                replicas: 1 + i32::from(i),
+            }
         })
         .collect())
 }
@@ -223,12 +229,7 @@ async fn create_fleet(env: &TestEnv, objects: usize, rules: &[Rule]) -> anyhow::
     env.api()
         .create(&PostParams::default(), &deployment("web"))
         .await?;
-    let crons: Vec<String> = rules.iter().map(Rule::cron).collect();
-    let borrowed: Vec<(&str, &str, i32)> = rules
-        .iter()
-        .zip(&crons)
-        .map(|(rule, cron)| (rule.name.as_str(), cron.as_str(), rule.replicas))
-        .collect();
+    let borrowed: Vec<(&str, &str, i32)> = rules.iter().map(Rule::borrowed).collect();
     let api = env.api::<TidalScheduler>();
     let results: Vec<anyhow::Result<()>> = stream::iter(0..objects)
         .map(|i| {

@@ -9,11 +9,12 @@ use serde_json::json;
 use tidal_scheduler::api::TidalScheduler;
 
 use common::cluster::TestEnv;
-use common::measure::{grouped, proc_status_mib};
+use common::measure::grouped;
 use common::process::Process;
+use common::tide::rules_json;
 use tidal_harness as common;
 
-use crate::{Rule, object_name, summed};
+use crate::{Rule, mib, object_name, summed};
 
 /// Rules added to each sampled object: its level alternates every 30 s.
 const RULES: [(&str, &str, i32); 2] = [
@@ -36,17 +37,12 @@ pub async fn run(
     minutes: usize,
     concurrency: usize,
 ) -> anyhow::Result<()> {
-    let all: Vec<_> = rules
+    let all: Vec<(&str, &str, i32)> = rules
         .iter()
-        .map(|rule| (rule.name.clone(), rule.cron(), rule.replicas))
-        .chain(
-            RULES
-                .iter()
-                .map(|(n, c, r)| (n.to_string(), c.to_string(), *r)),
-        )
-        .map(|(name, cron, replicas)| json!({ "name": name, "cron": cron, "replicas": replicas }))
+        .map(Rule::borrowed)
+        .chain(RULES.iter().copied())
         .collect();
-    let edit = json!({ "spec": { "triggers": { "times": { "rules": all } } } });
+    let edit = json!({ "spec": { "triggers": { "times": { "rules": rules_json(&all) } } } });
     let api = env.api::<TidalScheduler>();
     stream::iter(0..sample)
         .map(|i| {
@@ -70,14 +66,15 @@ pub async fn run(
     };
     let (succeeded, failed) = (applied("Succeeded"), applied("Failed"));
     let started = Instant::now();
-    let pid = leader.pid().to_string();
+    let pid = leader.pid();
     let mut resident = Vec::with_capacity(minutes + 1);
     for minute in 0..=minutes {
         let at = started + Duration::from_secs(60 * minute as u64);
         tokio::time::sleep_until(at.into()).await;
-        resident.push(proc_status_mib(&pid, "VmRSS:"));
+        resident.push(mib(pid, "VmRSS:"));
     }
-    let steady = &resident[WARM_UP.min(minutes)..];
+    let warm_up = WARM_UP.min(minutes);
+    let steady = &resident[warm_up..];
     let (low, high) = steady
         .iter()
         .fold((f64::MAX, f64::MIN), |(l, h), &r| (l.min(r), h.max(r)));
@@ -98,10 +95,10 @@ pub async fn run(
             .join(" ")
     );
     println!(
-        "  after minute {WARM_UP}: {low:.1}–{high:.1} MiB, trend {:+.1} MiB per hour \
+        "  after minute {warm_up}: {low:.1}–{high:.1} MiB, trend {:+.1} MiB per hour \
          (least squares); peak over the whole run {:.1} MiB",
         60.0 * slope(steady),
-        proc_status_mib(&pid, "VmHWM:"),
+        mib(pid, "VmHWM:"),
     );
     Ok(())
 }

@@ -94,12 +94,7 @@ pub fn manifest(
     apply: &str,
     rules: &[(&str, &str, i32)],
 ) -> Value {
-    let rules: Vec<Value> = rules
-        .iter()
-        .map(|(name, cron, replicas)| {
-            serde_json::json!({ "name": name, "cron": cron, "replicas": replicas })
-        })
-        .collect();
+    let rules = rules_json(rules);
     serde_json::json!({
         "apiVersion": "scheduling.tidal.io/v1alpha1",
         "kind": "TidalScheduler",
@@ -118,13 +113,17 @@ pub fn manifest(
     })
 }
 
+/// `rules` as `(name, cron, replicas)`, as the spec's `triggers.times.rules` holds them.
+pub fn rules_json(rules: &[(&str, &str, i32)]) -> Vec<Value> {
+    rules
+        .iter()
+        .map(|(name, cron, replicas)| json!({ "name": name, "cron": cron, "replicas": replicas }))
+        .collect()
+}
+
 /// Replaces the rules of `name` (merge patch) and waits until the controller saw the edit.
 pub async fn set_rules(env: &TestEnv, name: &str, rules: &[(&str, &str, i32)]) {
-    let rules: Vec<_> = rules
-        .iter()
-        .map(|(rule, cron, replicas)| json!({ "name": rule, "cron": cron, "replicas": replicas }))
-        .collect();
-    let edit = json!({ "spec": { "triggers": { "times": { "rules": rules } } } });
+    let edit = json!({ "spec": { "triggers": { "times": { "rules": rules_json(rules) } } } });
     let edited = env
         .api::<TidalScheduler>()
         .patch(name, &PatchParams::default(), &Patch::Merge(&edit))
