@@ -14,11 +14,16 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::WatchEvent;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tidal_scheduler::api::{ClusterTidalCalendar, TidalCalendar, TidalScheduler};
+use tidal_scheduler::api::{
+    ClusterTidalCalendar, HistoryEntry, TidalCalendar, TidalScheduler, TidalSchedulerStatus,
+    TriggerResult,
+};
+use tidal_scheduler::controller::status_patch;
 
 /// The identity `deploy/rbac.yaml` gives the controller.
 const CONTROLLER_USER: &str = "system:serviceaccount:tidal-system:tidal-scheduler";
@@ -394,6 +399,88 @@ async fn lease_replace_with_stale_resource_version_conflicts() {
         stored.spec.and_then(|s| s.holder_identity).as_deref(),
         Some("replica-b")
     );
+}
+
+/// The history entry of rule `r<n>`, scheduled `n` seconds after 2026-12-01.
+fn history_entry(n: i64) -> HistoryEntry {
+    let at = jiff::Timestamp::from_second(1_764_547_200 + n).expect("an instant");
+    HistoryEntry {
+        rule: format!("r{n}"),
+        schedule_time: Time(at),
+        execution_time: MicroTime(at),
+        replicas: 3,
+        result: TriggerResult::Succeeded,
+        catch_up: false,
+        superseded: 0,
+        message: String::new(),
+        trace_id: None,
+    }
+}
+
+/// The controller writes status as a JSON patch that sets `metadata.resourceVersion` to
+/// the version it read and edits the history by index, its cache holding only the
+/// newest entry. On the API server: a current version leaves exactly the newest
+/// `historyLimit` entries, entries the cache never held included; a stale one is a 409.
+#[tokio::test]
+async fn the_status_patch_is_conditional_and_edits_a_history_held_short() {
+    let env = TestEnv::new().await;
+    let api: Api<TidalScheduler> = env.api();
+    let mut manifest = valid_tidal_scheduler("web");
+    manifest["spec"]["historyLimit"] = json!(3);
+    let manifest: TidalScheduler = serde_json::from_value(manifest).expect("a TidalScheduler");
+    let created = api
+        .create(&PostParams::default(), &manifest)
+        .await
+        .expect("create");
+    let write = |stored: &TidalScheduler, new: &TidalSchedulerStatus| {
+        status_patch(
+            stored.status.as_ref(),
+            new,
+            3,
+            stored.resource_version().as_deref(),
+        )
+        .expect("a patch")
+    };
+    let params = PatchParams::default();
+
+    let first = TidalSchedulerStatus {
+        desired_replicas: Some(3),
+        history: vec![history_entry(3), history_entry(2), history_entry(1)],
+        ..TidalSchedulerStatus::default()
+    };
+    let stored = api
+        .patch_status("web", &params, &Patch::Json::<()>(write(&created, &first)))
+        .await
+        .expect("the first status write");
+    assert_eq!(stored.status.as_ref(), Some(&first));
+
+    // As the cache holds it: the newest entry, two more counted.
+    let mut held = stored.clone();
+    let status = held.status.as_mut().expect("a status");
+    status.history.truncate(1);
+    status.history_omitted = 2;
+    let mut next = status.clone();
+    next.history.insert(0, history_entry(4));
+    next.desired_replicas = Some(5);
+    let patch = write(&held, &next);
+    let written = api
+        .patch_status("web", &params, &Patch::Json::<()>(patch.clone()))
+        .await
+        .expect("the second status write")
+        .status
+        .expect("a status");
+    let expected = [history_entry(4), history_entry(3), history_entry(2)];
+    assert_eq!(written.history, expected);
+    assert_eq!(written.desired_replicas, Some(5));
+
+    // The same patch again carries a version no longer current: refused, nothing changed.
+    let (code, message) = api_error(
+        api.patch_status("web", &params, &Patch::Json::<()>(patch))
+            .await,
+    );
+    assert_eq!(code, 409, "{message}");
+    let now = api.get_status("web").await.expect("get").status;
+    assert_eq!(now.map(|s| s.history), Some(expected.to_vec()));
 }
 
 /// Applies `deploy/namespace.yaml` and `deploy/rbac.yaml` (idempotent; the other

@@ -14,6 +14,7 @@ use tidal_harness::measure::cpu_seconds;
 use tidal_harness::tide::sleep_past;
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, TidalSchedulerStatus};
 use tidal_scheduler::controller::plan::{self, Outcome};
+use tidal_scheduler::controller::status_patch;
 
 use crate::CONCURRENCY;
 use crate::options::Options;
@@ -61,7 +62,7 @@ impl Baseline {
                 Timestamp::now(),
                 None,
             );
-            patch_status(&api, object, &status).await?;
+            patch_status(&api, object, None, &status).await?;
             statuses.push(status);
         }
         let deployments = env.api();
@@ -83,22 +84,22 @@ impl Baseline {
         let cpu_before = cpu_seconds(std::process::id()).map_err(anyhow::Error::msg)?;
         let counted_from = Timestamp::now();
         for &at in &self.instants {
-            let bodies: Vec<(&TidalScheduler, TidalSchedulerStatus)> = self
+            let bodies: Vec<(&TidalScheduler, &TidalSchedulerStatus, TidalSchedulerStatus)> = self
                 .objects
                 .iter()
                 .zip(&self.statuses)
-                .map(|(object, old)| (object, next_status(object, old, at, Some(at))))
+                .map(|(object, old)| (object, old, next_status(object, old, at, Some(at))))
                 .collect();
             sleep_past(at - SignedDuration::from_millis(50)).await;
             let (api, deployments, options) = (&self.api, &self.deployments, &self.options);
             let acks: Vec<anyhow::Result<f64>> = stream::iter(&bodies)
-                .map(|(object, status)| async move {
+                .map(|(object, old, status)| async move {
                     if options.scale() {
                         let replicas = status.desired_replicas.unwrap_or_default();
                         let target = target_of(options, &object.name_any());
                         write_scale(options, deployments, &target, replicas).await?;
                     }
-                    patch_status(api, object, status).await?;
+                    patch_status(api, object, Some(old), status).await?;
                     Ok(Timestamp::now().duration_since(at).as_secs_f64() * 1000.0)
                 })
                 .buffer_unordered(CONCURRENCY)
@@ -107,7 +108,7 @@ impl Baseline {
             for ack in acks {
                 samples.push(ack?);
             }
-            self.statuses = bodies.into_iter().map(|(_, status)| status).collect();
+            self.statuses = bodies.into_iter().map(|(_, _, status)| status).collect();
         }
         let cpu = cpu_seconds(std::process::id()).map_err(anyhow::Error::msg)? - cpu_before;
         eprintln!(
@@ -157,16 +158,20 @@ async fn write_scale(
     Ok(())
 }
 
+/// The controller's status patch from `old` (`None`: no status yet) to `status`, without
+/// its resourceVersion precondition: the baseline writes blind.
 async fn patch_status(
     api: &Api<TidalScheduler>,
     object: &TidalScheduler,
+    old: Option<&TidalSchedulerStatus>,
     status: &TidalSchedulerStatus,
 ) -> anyhow::Result<()> {
-    let body = json!({ "status": status });
+    let limit = usize::try_from(object.spec.history_limit).unwrap_or(1);
+    let patch = status_patch(old, status, limit, None)?;
     api.patch_status(
         &object.name_any(),
         &PatchParams::default(),
-        &Patch::Merge(&body),
+        &Patch::Json::<()>(patch),
     )
     .await?;
     Ok(())

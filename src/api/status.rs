@@ -54,6 +54,13 @@ pub struct TidalSchedulerStatus {
     #[schemars(length(max = 100), extend("x-kubernetes-list-type" = "atomic"))]
     pub history: Vec<HistoryEntry>,
 
+    /// In memory only, never read or written: how many older entries the API server
+    /// holds past `history`, which the controller's cache keeps short (its status writes
+    /// are JSON patches that leave those entries in place). 0 when `history` is whole.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub history_omitted: usize,
+
     /// `Ready`, with reasons TriggerActive, WaitingForFirstTrigger, Suspended, InvalidSpec,
     /// TargetNotFound, TargetNotScalable, ApplyFailed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -113,6 +120,24 @@ pub struct HistoryEntry {
     #[serde(default, rename = "traceID", skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9a-f]{32}$"))]
     pub trace_id: Option<String>,
+}
+
+#[cfg(test)]
+impl HistoryEntry {
+    /// A trigger of `rule` scheduled at `at`, applied then: what unit tests record.
+    pub(crate) fn applied(rule: &str, at: jiff::Timestamp) -> HistoryEntry {
+        HistoryEntry {
+            rule: rule.to_owned(),
+            schedule_time: Time(at),
+            execution_time: MicroTime(at),
+            replicas: 3,
+            result: TriggerResult::Succeeded,
+            catch_up: false,
+            superseded: 0,
+            message: String::new(),
+            trace_id: None,
+        }
+    }
 }
 
 /// Outcome of a trigger.

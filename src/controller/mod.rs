@@ -9,7 +9,7 @@
 //!  calendars ─► a calendar's change         │           caches)        │
 //!  (caches)     re-plans its users)         │◄── Action::requeue ──────┤
 //!                                           ├──► target: /scale or HPA floor (Scale mode)
-//!                                           ├──► status patch, guarded by resourceVersion
+//!                                           ├──► status JSON patch, guarded by resourceVersion
 //!                                           └──► Events (background queue)
 //! ```
 //!
@@ -26,6 +26,7 @@ pub mod plan;
 mod publish;
 pub(crate) mod read_back;
 mod reconcile;
+mod status_patch;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -45,6 +46,7 @@ pub(crate) use publish::metrics::ControllerMetrics;
 pub(crate) use publish::reason::Reason;
 pub(crate) use publish::recorder::{Recorder, Reporter};
 pub(crate) use publish::trace::TriggerTracer;
+pub use status_patch::status_patch;
 
 use crate::api::{CalendarKind, TidalScheduler};
 use crate::clock::SystemClock;
@@ -195,7 +197,7 @@ fn scope_controller(
     let progress = ctx.consistency.progress(&namespace);
     let objects = list_watch(api, settings.initial_list, WATCH_TIMEOUT, progress)
         .default_backoff()
-        .modify(cache::slim)
+        .modify(cache::slim_scheduler)
         .reflect(writer)
         // Counted once the event is in the cache: a reconcile on another thread must not
         // see a version counted before its object is there.

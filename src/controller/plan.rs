@@ -340,29 +340,5 @@ pub fn plan_object(
     Ok((valid, plan))
 }
 
-/// The merge patch that moves the status from `old` to `new`, conditional on
-/// `resource_version` (the object's as read): a field `new` no longer has is set to
-/// `null`, and if the object changed meanwhile the API server answers 409 instead of
-/// recording a trigger from an outdated status.
-pub fn status_patch(
-    old: &TidalSchedulerStatus,
-    new: &TidalSchedulerStatus,
-    resource_version: Option<&str>,
-) -> Result<serde_json::Value, serde_json::Error> {
-    use serde_json::Value;
-    let mut body = serde_json::to_value(new)?;
-    if let (Value::Object(fields), Value::Object(old_fields)) =
-        (&mut body, serde_json::to_value(old)?)
-    {
-        for gone in old_fields.keys() {
-            fields.entry(gone.clone()).or_insert(Value::Null);
-        }
-    }
-    Ok(serde_json::json!({
-        "metadata": { "resourceVersion": resource_version },
-        "status": body,
-    }))
-}
-
 #[cfg(test)]
 mod tests;

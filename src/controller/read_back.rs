@@ -117,10 +117,10 @@ pub fn read_back(
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
     use super::*;
-    use crate::api::{HistoryEntry, TriggerResult};
+    use crate::api::HistoryEntry;
 
     const TOLERANCE: SignedDuration = SignedDuration::from_secs(5);
 
@@ -133,17 +133,7 @@ mod tests {
     }
 
     fn entry(rule: &str, scheduled: &str) -> HistoryEntry {
-        HistoryEntry {
-            rule: rule.to_owned(),
-            schedule_time: Time(at(scheduled)),
-            execution_time: MicroTime(at(scheduled)),
-            replicas: 3,
-            result: TriggerResult::Succeeded,
-            catch_up: false,
-            superseded: 0,
-            message: String::new(),
-            trace_id: None,
-        }
+        HistoryEntry::applied(rule, at(scheduled))
     }
 
     fn written_by_us() -> TidalSchedulerStatus {

@@ -9,4 +9,4 @@ pub(crate) mod list_watch;
 mod scope;
 pub(crate) mod target_versions;
 
-pub(crate) use scope::{Scope, slim};
+pub(crate) use scope::{Scope, slim_scheduler};

@@ -100,8 +100,8 @@ where
 /// Drops what the controller never reads from a cached object: managedFields,
 /// annotations (kubectl's last-applied configuration and whatever Helm, Argo CD or Flux
 /// add) and every label but the decision framework's (the only ones validation reads).
-/// Nothing is written back from the cache — status is merge-patched, targets written by
-/// their own requests — so a dropped field is never lost, only not held: at 100,000
+/// Nothing is written back from the cache — status is patched field by field, targets
+/// written by their own requests — so a dropped field is never lost, only not held: at 100,000
 /// objects each byte per object is 100 kB of the controller's memory.
 pub fn slim<K: ResourceExt>(object: &mut K) {
     let meta = object.meta_mut();
@@ -112,6 +112,28 @@ pub fn slim<K: ResourceExt>(object: &mut K) {
         if labels.is_empty() {
             meta.labels = None;
         }
+    }
+}
+
+/// History entries a cached TidalScheduler keeps: the newest, which every reader uses —
+/// as the watermark's stand-in ([`crate::controller::read_back`]) and to never record an
+/// instant twice ([`crate::controller::plan`]). The older ones are for people reading the
+/// object; status writes leave them in place ([`crate::controller::status_patch`]).
+const CACHED_HISTORY: usize = 1;
+
+/// [`slim`], and of the status history the newest [`CACHED_HISTORY`] entries, with the
+/// count of those dropped. Lists are cut to their length: deserializing grows them by
+/// doubling (16 places for 10 history entries, 8 for 5 rules).
+pub fn slim_scheduler(object: &mut TidalScheduler) {
+    slim(object);
+    object.spec.triggers.times.rules.shrink_to_fit();
+    if let Some(status) = object.status.as_mut() {
+        let kept = status.history.len().min(CACHED_HISTORY);
+        status.history_omitted += status.history.len() - kept;
+        status.history.truncate(kept);
+        status.history.shrink_to_fit();
+        status.rules.shrink_to_fit();
+        status.conditions.shrink_to_fit();
     }
 }
 
@@ -160,6 +182,28 @@ mod tests {
         assert_eq!(object.spec, expected.spec);
         let labels = object.metadata.labels.unwrap_or_default();
         assert_eq!(labels.keys().collect::<Vec<_>>(), FRAMEWORK_LABELS.to_vec());
+    }
+
+    #[test]
+    fn a_cached_scheduler_holds_its_newest_history_entry_and_counts_the_rest() {
+        let entry = |second: u32| {
+            json!({
+                "rule": "up", "scheduleTime": format!("2026-12-01T00:00:{second:02}Z"),
+                "executionTime": format!("2026-12-01T00:00:{second:02}.150000Z"),
+                "replicas": 3, "result": "Succeeded"
+            })
+        };
+        let mut object = object(json!({ "name": "web" }));
+        object.status = Some(
+            serde_json::from_value(json!({ "history": [entry(30), entry(20), entry(10)] }))
+                .expect("a status"),
+        );
+        let whole = object.status.clone().unwrap_or_default();
+        slim_scheduler(&mut object);
+        let status = object.status.unwrap_or_default();
+        assert_eq!(status.history, whole.history[..1]);
+        assert_eq!(status.history_omitted, 2);
+        assert_eq!(status.history.capacity(), 1);
     }
 
     #[test]

@@ -27,12 +27,12 @@ pub trait Cluster: Send + Sync + 'static {
         name: &ObjectName,
     ) -> impl Future<Output = kube::Result<Option<TidalScheduler>>> + Send;
 
-    /// Merge-patches the object's status subresource with `patch` (which carries the
-    /// resourceVersion precondition); returns the object as written.
+    /// Applies the JSON `patch` (which carries the resourceVersion precondition) to the
+    /// object's status subresource; returns the object as written.
     fn patch_status(
         &self,
         name: &ObjectName,
-        patch: &serde_json::Value,
+        patch: json_patch::Patch,
     ) -> impl Future<Output = kube::Result<TidalScheduler>> + Send;
 
     /// Finds the resource of `target_ref` in `namespace`.
@@ -95,10 +95,10 @@ impl Cluster for KubeCluster {
     async fn patch_status(
         &self,
         name: &ObjectName,
-        patch: &serde_json::Value,
+        patch: json_patch::Patch,
     ) -> kube::Result<TidalScheduler> {
         self.api(name)
-            .patch_status(&name.name, &patch_params(), &Patch::Merge(patch))
+            .patch_status(&name.name, &patch_params(), &Patch::Json::<()>(patch))
             .await
     }
 

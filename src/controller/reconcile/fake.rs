@@ -147,7 +147,7 @@ impl Cluster for FakeCluster {
     async fn patch_status(
         &self,
         name: &ObjectName,
-        patch: &serde_json::Value,
+        patch: json_patch::Patch,
     ) -> kube::Result<TidalScheduler> {
         let mut state = lock(&self.state);
         if state.failing_status_writes > 0 {
@@ -159,14 +159,15 @@ impl Cluster for FakeCluster {
             .get(name)
             .cloned()
             .ok_or_else(|| api_error(404, "not found"))?;
-        let precondition = patch["metadata"]["resourceVersion"].as_str();
-        if precondition.is_some() && precondition != stored.metadata.resource_version.as_deref() {
-            return Err(api_error(409, "the object has been modified"));
-        }
+        // As the API server: the patch applies to the object stored, and a version it
+        // sets that is not the stored one is a conflict.
         let mut document = serde_json::to_value(&stored).expect("a TidalScheduler serializes");
-        json_patch::merge(&mut document["status"], &patch["status"]);
+        json_patch::patch(&mut document, &patch).map_err(|e| api_error(422, &e.to_string()))?;
         let mut written: TidalScheduler =
             serde_json::from_value(document).map_err(|e| api_error(422, &e.to_string()))?;
+        if written.metadata.resource_version != stored.metadata.resource_version {
+            return Err(api_error(409, "the object has been modified"));
+        }
         let version = state.next_version();
         written.metadata.resource_version = Some(version.clone());
         state.objects.insert(name.clone(), written.clone());

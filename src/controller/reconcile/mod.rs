@@ -51,6 +51,7 @@ use crate::controller::publish::notice;
 use crate::controller::publish::reason::Reason;
 use crate::controller::publish::trace::TriggerTrace;
 use crate::controller::read_back::{ReadBack, read_back};
+use crate::controller::status_patch::status_patch;
 use crate::election::NotLeading;
 
 /// Longest sleep between reconciles of one object: clamps far-future instants (a timer
@@ -313,7 +314,7 @@ async fn record_invalid<C: Cluster>(
     let now = ctx.clock.now();
     let new = plan::status_invalid(&observed.old, problems, object.metadata.generation, now);
     if new != observed.stored {
-        write_status(ctx, object, &observed.stored, &new).await?;
+        write_status(ctx, object, &new).await?;
         if let Some((reason, note)) = notice::invalid(&observed.old, &new) {
             send(ctx, object, reason, note);
         }
@@ -428,7 +429,7 @@ async fn record<C: Cluster>(
         return Ok(memory);
     }
     let span = trace.map(|trace| trace.child("write status", execution));
-    let written = write_status(ctx, object, &observed.stored, &new)
+    let written = write_status(ctx, object, &new)
         .instrument(
             span.as_ref()
                 .map_or_else(tracing::Span::none, |s| s.carrier()),
@@ -465,23 +466,28 @@ async fn record<C: Cluster>(
     Ok(memory)
 }
 
-/// Merge-patches the status, conditional on the resourceVersion read: if the object
-/// changed since (or the cache was stale), the write fails with a conflict instead of
-/// recording a trigger twice.
+/// Patches the status, conditional on the resourceVersion read: if the object changed
+/// since (or the cache was stale), the write fails with a conflict instead of recording a
+/// trigger twice.
 async fn write_status<C: Cluster>(
     ctx: &Context<C>,
     object: &TidalScheduler,
-    old: &TidalSchedulerStatus,
     new: &TidalSchedulerStatus,
 ) -> Result<(), Error> {
-    let patch = plan::status_patch(old, new, object.resource_version().as_deref())
-        .map_err(Error::Serialize)?;
+    let limit = usize::try_from(object.spec.history_limit).unwrap_or(1);
+    let patch = status_patch(
+        object.status.as_ref(),
+        new,
+        limit,
+        object.resource_version().as_deref(),
+    )
+    .map_err(Error::Serialize)?;
     let key = ObjectKey::of(object);
     let unsure = || ctx.consistency.unsure(&key);
     ctx.gate.check()?;
     let Ok(answer) = ctx
         .gate
-        .guard(ctx.cluster.patch_status(&key.name, &patch))
+        .guard(ctx.cluster.patch_status(&key.name, patch))
         .await
     else {
         // Cancelled in flight: the API server may still have applied it.

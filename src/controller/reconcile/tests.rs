@@ -10,6 +10,7 @@ use super::*;
 use crate::api::{ConditionReason, READY, TriggerResult};
 use crate::clock::Clock;
 use crate::controller::cache::consistency::Consistency;
+use crate::controller::cache::slim_scheduler;
 use crate::controller::in_flight::InFlight;
 use crate::controller::plan::Facts;
 use crate::controller::publish::metrics::ControllerMetrics;
@@ -249,6 +250,34 @@ async fn a_reconcile_on_a_cache_behind_its_own_write_is_skipped() {
         .unwrap();
     let history = status(&harness).history;
     assert_eq!(history.len(), 2, "each instant recorded once: {history:?}");
+}
+
+#[tokio::test]
+async fn a_cache_holding_only_the_newest_history_entry_keeps_the_stored_history_whole() {
+    let harness = Harness::new();
+    harness.cluster().deployment("web", 1);
+    let mut object = web("Scale");
+    object.spec.history_limit = 3;
+    harness.cluster().create(object);
+    let instants = ["00:00:10", "00:00:20", "00:01:10", "00:01:20", "00:02:10"];
+    for instant in instants {
+        let mut cached = harness.cluster().object("web");
+        slim_scheduler(&mut cached);
+        let now = format!("2026-01-01T{instant}.001Z");
+        harness.reconcile_copy(cached, &now).await.unwrap();
+    }
+    let recorded: Vec<String> = (status(&harness).history.iter())
+        .map(|entry| entry.schedule_time.0.to_string())
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            "2026-01-01T00:02:10Z",
+            "2026-01-01T00:01:20Z",
+            "2026-01-01T00:01:10Z"
+        ],
+        "the newest three, each once"
+    );
 }
 
 #[tokio::test]
