@@ -166,8 +166,7 @@ async fn patch_status(
     old: Option<&TidalSchedulerStatus>,
     status: &TidalSchedulerStatus,
 ) -> anyhow::Result<()> {
-    let limit = usize::try_from(object.spec.history_limit).unwrap_or(1);
-    let patch = status_patch(old, status, limit, None)?;
+    let patch = status_patch(old, status, object.spec.history_entries(), None)?;
     api.patch_status(
         &object.name_any(),
         &PatchParams::default(),
@@ -188,7 +187,7 @@ fn next_status(
     let (_, plan) = plan::plan_object(object, &NoCalendars, old, armed, at).expect("valid object");
     let outcome = Outcome {
         generation: object.metadata.generation,
-        history_limit: object.spec.history_limit,
+        history_limit: object.spec.history_entries(),
         warnings: &[],
         problem: None,
         now: at,

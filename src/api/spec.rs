@@ -64,6 +64,14 @@ pub struct TidalSchedulerSpec {
     pub triggers: Triggers,
 }
 
+impl TidalSchedulerSpec {
+    /// The history entries to keep: `historyLimit`, and at least one (admission holds
+    /// it to 1–100; the newest entry is what the controller reads back).
+    pub fn history_entries(&self) -> usize {
+        usize::try_from(self.history_limit.max(1)).unwrap_or(1)
+    }
+}
+
 /// A reference to the workload to scale.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

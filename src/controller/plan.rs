@@ -112,8 +112,8 @@ pub struct ApplyProblem {
 pub struct Outcome<'a> {
     /// `metadata.generation`.
     pub generation: Option<i64>,
-    /// `spec.historyLimit`.
-    pub history_limit: i32,
+    /// History entries kept: [`crate::api::TidalSchedulerSpec::history_entries`].
+    pub history_limit: usize,
     /// Non-fatal findings (e.g. missing labels), appended to the Ready message.
     pub warnings: &'a [String],
     /// What applying found, if the target is unusable.
@@ -149,9 +149,7 @@ pub fn status_after(
             status.history.insert(0, history_entry(new, outcome));
         }
     }
-    status
-        .history
-        .truncate(usize::try_from(outcome.history_limit.max(1)).unwrap_or(1));
+    status.history.truncate(outcome.history_limit);
     let (ready, reason, message) = ready_condition(plan, outcome);
     set_ready(
         &mut status,

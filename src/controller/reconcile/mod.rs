@@ -418,7 +418,7 @@ async fn record<C: Cluster>(
     let execution = ctx.clock.now();
     let outcome = Outcome {
         generation: object.metadata.generation,
-        history_limit: object.spec.history_limit,
+        history_limit: object.spec.history_entries(),
         warnings: &shown,
         problem,
         now: execution,
@@ -474,11 +474,10 @@ async fn write_status<C: Cluster>(
     object: &TidalScheduler,
     new: &TidalSchedulerStatus,
 ) -> Result<(), Error> {
-    let limit = usize::try_from(object.spec.history_limit).unwrap_or(1);
     let patch = status_patch(
         object.status.as_ref(),
         new,
-        limit,
+        object.spec.history_entries(),
         object.resource_version().as_deref(),
     )
     .map_err(Error::Serialize)?;
