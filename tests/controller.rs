@@ -343,7 +343,7 @@ async fn scale_mode_writes_deployments_stateful_sets_and_custom_resources() {
 #[tokio::test]
 async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
     let env = TestEnv::new().await;
-    let _controller = start_controller(&env, "controller");
+    let controller = start_controller(&env, "controller");
     let hpas = create_deployment_with_hpa(&env).await;
 
     // The HPA as target: minReplicas follows the level; maxReplicas (20) is raised to 25.
@@ -379,8 +379,8 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
         s.observed_generation == Some(1)
     })
     .await;
-    let (ready, _, message) = ready(status(&object));
-    assert_eq!(ready, "True");
+    let (readiness, _, message) = ready(status(&object));
+    assert_eq!(readiness, "True");
     assert!(
         message.contains("HorizontalPodAutoscaler web-hpa also scales Deployment web"),
         "{message}"
@@ -392,6 +392,35 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
         "HorizontalPodAutoscaler web-hpa",
     )
     .await;
+
+    // The first check started a watch of the HPAs: once it has listed them (its watch
+    // request follows the list), a check finds the HPA there instead of listing again.
+    // Two watches of HPAs by then: the metadata watch of `floor`'s target, and this one.
+    let before = eventually("a watch of HPAs", || async {
+        let requests = Requests::of(&controller);
+        match requests.sent("watch", "horizontalpodautoscalers") >= 2.0 {
+            true => Ok(requests),
+            false => Err(format!("{requests:?}")),
+        }
+    })
+    .await;
+    set_rules(&env, "direct", &[("base", DAILY_MIDNIGHT, 4)]).await;
+    let object = env
+        .api::<TidalScheduler>()
+        .get("direct")
+        .await
+        .expect("get");
+    let (_, _, message) = ready(status(&object));
+    assert!(
+        message.contains("HorizontalPodAutoscaler web-hpa also scales Deployment web"),
+        "{message}"
+    );
+    let after = Requests::of(&controller);
+    assert_eq!(
+        after.sent("list", "horizontalpodautoscalers"),
+        before.sent("list", "horizontalpodautoscalers"),
+        "an HPA list while the watch holds them: {after:?}"
+    );
 }
 
 #[tokio::test]

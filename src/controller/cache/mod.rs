@@ -1,12 +1,14 @@
 //! What the controller watches and how fresh it is: one [`Scope`] per watched namespace
 //! (its TidalSchedulers and calendar caches), the watch itself ([`list_watch`]), the records
 //! that let a reconcile read its own writes ([`consistency`]), and the targets'
-//! resourceVersions that spare a Scale-mode write its read ([`target_versions`]).
+//! resourceVersions and HPAs that spare a Scale-mode trigger its reads ([`target_versions`],
+//! kept as each [`watched`] kind holds them).
 
 pub(crate) mod calendars;
 pub(crate) mod consistency;
 pub(crate) mod list_watch;
 mod scope;
 pub(crate) mod target_versions;
+mod watched;
 
 pub(crate) use scope::{Scope, slim_scheduler};

@@ -1,63 +1,80 @@
-//! The resourceVersions of the targets, so that a write through `/scale` can carry the
-//! version as its precondition without reading the target first (issue 29: one request
-//! fewer per Scale-mode trigger), and a check that a target exists needs no read when it
-//! is held here. They come from a metadata-only watch of each target kind over the watched
-//! scopes — started when a target of that kind is first checked or written — and from the
-//! responses of our own writes.
+//! What the watches of the targets tell: the targets' resourceVersions, so that a write
+//! through `/scale` can carry the version as its precondition without reading the target
+//! first (issue 29: one request fewer per Scale-mode trigger) and a check that a target
+//! exists needs no read when it is held here; and the HPAs that scale each workload, so
+//! that checking a Scale-mode target for an HPA fighting over it needs no LIST. The
+//! versions come from a metadata-only watch of each target kind, the HPAs from a watch of
+//! HPAs, per watched scope — each started when first asked — and the versions also from
+//! the responses of our own writes.
 //!
 //! Fencing stays exactly as strong as with a read just before the write (docs/design.md
 //! §6): a version held here was observed — delivered by the watch or returned by a write —
 //! before the write gate is checked, just as a version read is; a write carrying it lands
 //! only if the target has not changed since, so not after a newer term's claim. A version
 //! that is no longer current costs a 409, after which the write reads the target and
-//! tries again. Versions are offered only while the kind's watch is healthy: a watch that
-//! fails (no `list`/`watch` right on a custom kind, say) leaves its writes reading first.
+//! tries again. Nothing is offered while a watch is not healthy: a watch that fails (no
+//! `list`/`watch` right on a custom kind, say) leaves its checks and writes reading first.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
+use serde::de::DeserializeOwned;
 use tokio::task::AbortHandle;
 
-use super::consistency::compare_resource_versions;
+use super::watched::{Held, Name, Watched, follow};
 use crate::sync::lock;
 
 /// A target kind: its API group and plural (versions of a kind share resourceVersions).
 type Kind = (String, String);
 
-/// A target within its kind: namespace and name.
-type Name = (String, String);
+/// What one watch covers: a namespace, or all of them (`None`).
+type Scope = Option<String>;
 
-/// Where the versions come from.
+/// What one watch holds, shared with the task that feeds it.
+type Shared<T> = Arc<Mutex<Watched<T>>>;
+
+/// The workload an HPA's `scaleTargetRef` names.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Scaled {
+    group: String,
+    kind: String,
+    name: String,
+}
+
+/// Where the watches go.
 enum Watching {
-    /// Nowhere: every write reads its target first.
+    /// Nowhere: every check and write reads the API server.
     Off,
-    /// Watches through `client`, per namespace of `namespaces` or over all when empty.
+    /// Through `client`, one watch per namespace of `namespaces` or one over all when empty.
     On {
         client: Client,
         namespaces: Vec<String>,
     },
+    /// Nowhere, but over all namespaces what a test put in (as a watch would have).
+    #[cfg(test)]
+    Given,
 }
 
-/// The targets' versions, per kind.
+/// The targets' versions per kind and scope, and the HPAs per scope.
 pub struct TargetVersions {
     watching: Watching,
-    kinds: Mutex<HashMap<Kind, Arc<Mutex<KindVersions>>>>,
+    kinds: Mutex<HashMap<(Kind, Scope), Shared<()>>>,
+    hpas: Mutex<HashMap<Scope, Shared<Scaled>>>,
     watches: Mutex<Vec<AbortHandle>>,
 }
 
 impl TargetVersions {
-    /// No versions held: every write reads its target first.
+    /// Nothing held: every check and write reads the API server.
     pub fn off() -> TargetVersions {
         TargetVersions::with(Watching::Off)
     }
 
-    /// Versions from watches through `client` over `namespaces` (empty: all namespaces).
+    /// From watches through `client` over `namespaces` (empty: all namespaces).
     pub fn watching(client: Client, namespaces: &[String]) -> TargetVersions {
         TargetVersions::with(Watching::On {
             client,
@@ -69,6 +86,7 @@ impl TargetVersions {
         TargetVersions {
             watching,
             kinds: Mutex::new(HashMap::new()),
+            hpas: Mutex::new(HashMap::new()),
             watches: Mutex::new(Vec::new()),
         }
     }
@@ -76,56 +94,129 @@ impl TargetVersions {
     /// The version of `name` in `namespace` last observed, if its kind's watch is healthy;
     /// starts watching the kind on its first call.
     pub fn version(&self, resource: &ApiResource, namespace: &str, name: &str) -> Option<String> {
-        let kind = self.kind(resource)?;
-        lock(&kind).version(&(namespace.to_owned(), name.to_owned()))
+        let kind = self.kind(resource, namespace)?;
+        let held = lock(&kind).get(&named(namespace, name)).cloned();
+        held.map(|(version, ())| version)
     }
 
     /// Notes the version our own write of `name` in `namespace` returned.
     pub fn wrote(&self, resource: &ApiResource, namespace: &str, name: &str, version: &str) {
-        if let Some(kind) = self.kind(resource) {
-            lock(&kind).wrote((namespace.to_owned(), name.to_owned()), version);
+        if let Some(kind) = self.kind(resource, namespace) {
+            lock(&kind).wrote(named(namespace, name), (version.to_owned(), ()));
         }
+    }
+
+    /// The names of the HPAs in `namespace` whose `scaleTargetRef` is `kind` `name` of API
+    /// `group`, if the HPA watch of the namespace is healthy; starts it on its first call.
+    pub fn scaling_hpas(
+        &self,
+        namespace: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+    ) -> Option<Vec<String>> {
+        let hpas = self.hpas(namespace)?;
+        let hpas = lock(&hpas);
+        let scaling = hpas.all()?.filter(|((hpa_namespace, _), (_, scaled))| {
+            hpa_namespace == namespace
+                && scaled.group == group
+                && scaled.kind == kind
+                && scaled.name == name
+        });
+        Some(scaling.map(|((_, hpa), _)| hpa.clone()).collect())
     }
 
     /// Versions already held (a watch that delivered them, in tests).
     #[cfg(test)]
     pub fn holding(resource: &ApiResource, objects: &[(&str, &str, &str)]) -> TargetVersions {
-        let versions = TargetVersions::off();
-        let mut kind = KindVersions::default();
-        kind.apply(Event::Init);
-        for (namespace, name, version) in objects {
-            let name = ((*namespace).to_owned(), (*name).to_owned());
-            kind.apply(Event::InitApply((name, (*version).to_owned())));
-        }
-        kind.apply(Event::InitDone);
+        let versions = TargetVersions::with(Watching::Given);
+        let listed = objects.iter().map(|(namespace, name, version)| {
+            (named(namespace, name), ((*version).to_owned(), ()))
+        });
         let key = (resource.group.clone(), resource.plural.clone());
-        lock(&versions.kinds).insert(key, Arc::new(Mutex::new(kind)));
+        let watched = Arc::new(Mutex::new(Watched::listed(listed)));
+        lock(&versions.kinds).insert((key, None), watched);
         versions
     }
 
-    fn kind(&self, resource: &ApiResource) -> Option<Arc<Mutex<KindVersions>>> {
+    /// HPAs already held (a watch that delivered them, in tests).
+    #[cfg(test)]
+    fn scaled_by(hpas: Vec<DynamicObject>) -> TargetVersions {
+        let versions = TargetVersions::with(Watching::Given);
+        let watched = Watched::listed(hpas.into_iter().map(scaled));
+        lock(&versions.hpas).insert(None, Arc::new(Mutex::new(watched)));
+        versions
+    }
+
+    /// The scope whose watch covers `namespace`; `None` if no watch does.
+    fn scope(&self, namespace: &str) -> Option<Scope> {
+        match &self.watching {
+            Watching::Off => None,
+            #[cfg(test)]
+            Watching::Given => Some(None),
+            Watching::On { namespaces, .. } if namespaces.is_empty() => Some(None),
+            Watching::On { namespaces, .. } => (namespaces.iter())
+                .any(|watched| watched == namespace)
+                .then(|| Some(namespace.to_owned())),
+        }
+    }
+
+    fn kind(&self, resource: &ApiResource, namespace: &str) -> Option<Shared<()>> {
         let kind = (resource.group.clone(), resource.plural.clone());
+        let scope = self.scope(namespace)?;
         let mut kinds = lock(&self.kinds);
-        if let Some(versions) = kinds.get(&kind) {
-            return Some(versions.clone());
-        }
-        let Watching::On { client, namespaces } = &self.watching else {
-            return None;
+        let watched = kinds.entry((kind, scope.clone())).or_insert_with(|| {
+            let watched = Arc::default();
+            self.start(resource, &scope, &watched, identified);
+            watched
+        });
+        Some(watched.clone())
+    }
+
+    fn hpas(&self, namespace: &str) -> Option<Shared<Scaled>> {
+        let scope = self.scope(namespace)?;
+        let mut hpas = lock(&self.hpas);
+        let watched = hpas.entry(scope.clone()).or_insert_with(|| {
+            let watched = Arc::default();
+            let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
+            self.start::<DynamicObject, _>(&resource, &scope, &watched, scaled);
+            watched
+        });
+        Some(watched.clone())
+    }
+
+    /// Starts the watch of `resource` over `scope` feeding `watched`.
+    fn start<K, T>(
+        &self,
+        resource: &ApiResource,
+        scope: &Scope,
+        watched: &Shared<T>,
+        keep: fn(K) -> (Name, Held<T>),
+    ) where
+        K: kube::Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>
+            + Clone
+            + DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + 'static,
+        T: Clone + Send + 'static,
+    {
+        let Watching::On { client, .. } = &self.watching else {
+            return;
         };
-        let versions = Arc::new(Mutex::new(KindVersions::default()));
-        kinds.insert(kind, versions.clone());
-        let apis: Vec<Api<PartialObjectMeta<DynamicObject>>> = if namespaces.is_empty() {
-            vec![Api::all_with(client.clone(), resource)]
-        } else {
-            let api = |ns: &String| Api::namespaced_with(client.clone(), ns, resource);
-            namespaces.iter().map(api).collect()
+        let api: Api<K> = match scope {
+            None => Api::all_with(client.clone(), resource),
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
         };
-        let mut watches = lock(&self.watches);
-        for api in apis {
-            let watch = tokio::spawn(follow(api, resource.plural.clone(), versions.clone()));
-            watches.push(watch.abort_handle());
-        }
-        Some(versions)
+        let config = watcher::Config::default();
+        let watch = tokio::spawn(follow(
+            api,
+            config,
+            resource.plural.clone(),
+            watched.clone(),
+            keep,
+        ));
+        lock(&self.watches).push(watch.abort_handle());
     }
 }
 
@@ -137,192 +228,84 @@ impl Drop for TargetVersions {
     }
 }
 
-/// Feeds `versions` from a metadata-only watch of `api` (retried with backoff), forever.
-async fn follow(
-    api: Api<PartialObjectMeta<DynamicObject>>,
-    plural: String,
-    versions: Arc<Mutex<KindVersions>>,
-) {
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .for_each(|event| {
-            let mut versions = lock(&versions);
-            match event {
-                Ok(event) => versions.apply(identified(event)),
-                Err(error) => {
-                    if versions.failed() {
-                        tracing::warn!(resource = %plural, %error,
-                            "watching targets failed; they are read before each check and write until it recovers");
-                    }
-                }
-            }
-            std::future::ready(())
-        })
-        .await;
+/// What the version watch keeps of an object: its name and version.
+fn identified(object: PartialObjectMeta<DynamicObject>) -> (Name, Held<()>) {
+    let namespace = object.namespace().unwrap_or_default();
+    let version = object.resource_version().unwrap_or_default();
+    ((namespace, object.name_any()), (version, ()))
 }
 
-/// A watch event reduced to what is kept: each object's name and version.
-fn identified(event: Event<PartialObjectMeta<DynamicObject>>) -> Event<(Name, String)> {
-    let identify = |object: PartialObjectMeta<DynamicObject>| {
-        let namespace = object.namespace().unwrap_or_default();
-        let version = object.resource_version().unwrap_or_default();
-        ((namespace, object.name_any()), version)
+/// What the HPA watch keeps of an HPA: the workload its `scaleTargetRef` names.
+fn scaled(hpa: DynamicObject) -> (Name, Held<Scaled>) {
+    let target = &hpa.data["spec"]["scaleTargetRef"];
+    let text = |field: &str| target[field].as_str().unwrap_or_default();
+    let scaled = Scaled {
+        group: group_of(text("apiVersion")).to_owned(),
+        kind: text("kind").to_owned(),
+        name: text("name").to_owned(),
     };
-    match event {
-        Event::Apply(object) => Event::Apply(identify(object)),
-        Event::Delete(object) => Event::Delete(identify(object)),
-        Event::Init => Event::Init,
-        Event::InitApply(object) => Event::InitApply(identify(object)),
-        Event::InitDone => Event::InitDone,
-    }
+    let namespace = hpa.namespace().unwrap_or_default();
+    let version = hpa.resource_version().unwrap_or_default();
+    ((namespace, hpa.name_any()), (version, scaled))
 }
 
-/// One kind's versions, as its watch and our writes left them.
-#[derive(Debug, Default)]
-struct KindVersions {
-    /// Whether the watch has listed and not failed since its last delivery.
-    healthy: bool,
-    /// Whether a failure was logged since the watch was last healthy.
-    warned: bool,
-    objects: HashMap<Name, String>,
-    /// Filled by a (re-)list in progress; replaces `objects` when it is done.
-    relisting: Option<HashMap<Name, String>>,
+fn named(namespace: &str, name: &str) -> Name {
+    (namespace.to_owned(), name.to_owned())
 }
 
-impl KindVersions {
-    fn version(&self, name: &Name) -> Option<String> {
-        self.healthy.then(|| self.objects.get(name).cloned())?
-    }
-
-    fn wrote(&mut self, name: Name, version: &str) {
-        if self.healthy {
-            keep_newest(&mut self.objects, name, version.to_owned());
-        }
-    }
-
-    fn apply(&mut self, event: Event<(Name, String)>) {
-        match event {
-            Event::Init => self.relisting = Some(HashMap::new()),
-            Event::InitApply((name, version)) => {
-                let relisting = self.relisting.get_or_insert_with(HashMap::new);
-                relisting.insert(name, version);
-            }
-            Event::InitDone => {
-                let mut listed = self.relisting.take().unwrap_or_default();
-                // A write of ours may have returned a newer version meanwhile.
-                for (name, version) in self.objects.drain() {
-                    if listed.contains_key(&name) {
-                        keep_newest(&mut listed, name, version);
-                    }
-                }
-                self.objects = listed;
-                self.recovered();
-            }
-            Event::Apply((name, version)) => {
-                keep_newest(&mut self.objects, name, version);
-                self.recovered();
-            }
-            Event::Delete((name, _)) => {
-                self.objects.remove(&name);
-                self.recovered();
-            }
-        }
-    }
-
-    /// Notes a failed watch; whether to log it (the first failure since it was healthy).
-    fn failed(&mut self) -> bool {
-        self.healthy = false;
-        !std::mem::replace(&mut self.warned, true)
-    }
-
-    fn recovered(&mut self) {
-        if self.relisting.is_none() {
-            self.healthy = true;
-            self.warned = false;
-        }
-    }
-}
-
-/// Stores `version` for `name` unless a newer one is held (a watch event can arrive after
-/// the response of a later write); a malformed version replaces what is held.
-fn keep_newest(objects: &mut HashMap<Name, String>, name: Name, version: String) {
-    let older = |held: &String| {
-        compare_resource_versions(held, &version).is_some_and(|order| order.is_gt())
-    };
-    if !objects.get(&name).is_some_and(older) {
-        objects.insert(name, version);
-    }
+/// The API group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn name(name: &str) -> Name {
-        ("default".to_owned(), name.to_owned())
-    }
-
-    fn listed(objects: &[(&str, &str)]) -> KindVersions {
-        let mut versions = KindVersions::default();
-        versions.apply(Event::Init);
-        for (object, version) in objects {
-            versions.apply(Event::InitApply((name(object), (*version).to_owned())));
-        }
-        versions.apply(Event::InitDone);
-        versions
-    }
-
-    #[test]
-    fn nothing_is_offered_before_the_first_list_is_done() {
-        let mut versions = KindVersions::default();
-        versions.apply(Event::Init);
-        versions.apply(Event::InitApply((name("web"), "7".to_owned())));
-        versions.wrote(name("web"), "8");
-        assert_eq!(versions.version(&name("web")), None);
-        versions.apply(Event::InitDone);
-        assert_eq!(versions.version(&name("web")).as_deref(), Some("7"));
+    fn hpa(name: &str, api_version: &str, kind: &str, target: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": { "name": name, "namespace": "shop", "resourceVersion": "4" },
+            "spec": {
+                "scaleTargetRef": { "apiVersion": api_version, "kind": kind, "name": target },
+                "maxReplicas": 5,
+            },
+        }))
+        .expect("an object")
     }
 
     #[test]
-    fn a_late_watch_event_never_replaces_the_version_our_write_returned() {
-        let mut versions = listed(&[("web", "7")]);
-        versions.wrote(name("web"), "9");
-        versions.apply(Event::Apply((name("web"), "8".to_owned())));
-        assert_eq!(versions.version(&name("web")).as_deref(), Some("9"));
-        versions.apply(Event::Apply((name("web"), "10".to_owned())));
-        assert_eq!(versions.version(&name("web")).as_deref(), Some("10"));
-    }
-
-    #[test]
-    fn a_failed_watch_offers_nothing_until_it_delivers_again() {
-        let mut versions = listed(&[("web", "7")]);
-        assert!(versions.failed(), "the first failure is logged");
-        assert!(!versions.failed(), "the next ones are not");
-        assert_eq!(versions.version(&name("web")), None);
-        versions.wrote(name("web"), "9");
-        versions.apply(Event::Apply((name("api"), "8".to_owned())));
-        assert_eq!(versions.version(&name("web")).as_deref(), Some("7"));
-        assert!(
-            versions.failed(),
-            "a failure after recovery is logged again"
+    fn the_hpas_scaling_a_workload_are_found_by_group_kind_and_name() {
+        let versions = TargetVersions::scaled_by(vec![
+            hpa("web-hpa", "apps/v1", "Deployment", "web"),
+            hpa("web-too", "apps/v1beta1", "Deployment", "web"),
+            hpa("db-hpa", "apps/v1", "StatefulSet", "web"),
+            hpa("widget", "example.com/v1", "Deployment", "web"),
+        ]);
+        let mut found = versions
+            .scaling_hpas("shop", "apps", "Deployment", "web")
+            .expect("a healthy watch");
+        found.sort();
+        assert_eq!(found, ["web-hpa", "web-too"]);
+        assert_eq!(
+            versions.scaling_hpas("other", "apps", "Deployment", "web"),
+            Some(Vec::new())
         );
     }
 
     #[test]
-    fn a_relist_drops_deleted_objects_and_keeps_newer_writes() {
-        let mut versions = listed(&[("web", "7"), ("gone", "3")]);
-        versions.apply(Event::Init);
-        versions.apply(Event::InitApply((name("web"), "8".to_owned())));
-        versions.wrote(name("web"), "12");
-        versions.apply(Event::InitDone);
-        assert_eq!(versions.version(&name("web")).as_deref(), Some("12"));
-        assert_eq!(versions.version(&name("gone")), None);
+    fn without_a_watch_the_hpas_are_unknown() {
+        let versions = TargetVersions::off();
+        assert_eq!(
+            versions.scaling_hpas("shop", "apps", "Deployment", "web"),
+            None
+        );
     }
 
     #[test]
-    fn a_deleted_object_has_no_version() {
-        let mut versions = listed(&[("web", "7")]);
-        versions.apply(Event::Delete((name("web"), "8".to_owned())));
-        assert_eq!(versions.version(&name("web")), None);
+    fn the_group_of_an_api_version() {
+        assert_eq!(group_of("apps/v1"), "apps");
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(group_of("example.com/v1alpha1"), "example.com");
     }
 }
