@@ -5,6 +5,7 @@
 
 use tidal_harness as common;
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -24,10 +25,11 @@ use common::holding_proxy::HoldingProxy;
 use common::tide::*;
 use common::wait::*;
 
-const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
+/// The base rule's cron: daily, 12 hours away from when the tests started.
+static DAILY: LazyLock<String> = LazyLock::new(daily_far_from_now);
 
-/// A manifest whose one rule, `base`, sets `replicas` daily at midnight UTC, on the target
-/// `(apiVersion, kind, name)`.
+/// A manifest whose one rule, `base`, sets `replicas` daily (at a time of day far from the
+/// tests), on the target `(apiVersion, kind, name)`.
 fn daily(name: &str, target: (&str, &str, &str), apply: &str, replicas: i32) -> serde_json::Value {
     let (api_version, kind, target) = target;
     manifest(
@@ -36,7 +38,7 @@ fn daily(name: &str, target: (&str, &str, &str), apply: &str, replicas: i32) -> 
         kind,
         target,
         apply,
-        &[("base", DAILY_MIDNIGHT, replicas)],
+        &[("base", DAILY.as_str(), replicas)],
     )
 }
 
@@ -174,7 +176,7 @@ async fn a_rule_fires_on_time_with_correct_fields() {
     set_rules(
         &env,
         "web",
-        &[("base", DAILY_MIDNIGHT, 1), ("soon", &soon, 7)],
+        &[("base", DAILY.as_str(), 1), ("soon", &soon, 7)],
     )
     .await;
     let object = env.api::<TidalScheduler>().get("web").await.expect("get");
@@ -219,7 +221,7 @@ async fn editing_the_rule_in_effect_applies_at_once() {
     let before = wait_status(&env, "web", "level 3", |s| s.desired_replicas == Some(3)).await;
 
     let edit = json!({ "spec": { "triggers": { "times": { "rules": [
-        { "name": "base", "cron": DAILY_MIDNIGHT, "replicas": 8 },
+        { "name": "base", "cron": DAILY.as_str(), "replicas": 8 },
     ]}}}});
     env.api::<TidalScheduler>()
         .patch("web", &PatchParams::default(), &Patch::Merge(&edit))
@@ -247,7 +249,7 @@ async fn colliding_rules_resolve_to_the_max_and_are_reported() {
     let at = second_after(Duration::from_secs(3));
     let cron = once_at(at);
     let rules = [
-        ("base", DAILY_MIDNIGHT, 1),
+        ("base", DAILY.as_str(), 1),
         ("small", cron.as_str(), 4),
         ("large", cron.as_str(), 9),
     ];
@@ -404,7 +406,7 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
         }
     })
     .await;
-    set_rules(&env, "direct", &[("base", DAILY_MIDNIGHT, 4)]).await;
+    set_rules(&env, "direct", &[("base", DAILY.as_str(), 4)]).await;
     let object = env
         .api::<TidalScheduler>()
         .get("direct")
@@ -823,7 +825,7 @@ async fn two_hundred_objects_firing_in_the_same_second_apply_exactly_once() {
                 "Deployment",
                 "web",
                 "Status",
-                &[("base", DAILY_MIDNIGHT, 1), ("burst", &cron, 50)],
+                &[("base", DAILY.as_str(), 1), ("burst", &cron, 50)],
             )
         })
         .collect();
@@ -914,7 +916,7 @@ async fn a_rejected_write_is_apply_failed_recorded_once_and_retried() {
 
     // Fixing the level: it lands, Ready recovers, and no second entry is recorded.
     let fix = json!({ "spec": { "triggers": { "times": { "rules": [
-        { "name": "base", "cron": DAILY_MIDNIGHT, "replicas": 2 },
+        { "name": "base", "cron": DAILY.as_str(), "replicas": 2 },
     ]}}}});
     env.api::<TidalScheduler>()
         .patch("floor", &PatchParams::default(), &Patch::Merge(&fix))

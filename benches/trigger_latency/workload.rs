@@ -12,13 +12,11 @@ use serde_json::Value;
 use tidal_harness::cluster::TestEnv;
 use tidal_harness::fixtures::deployment;
 use tidal_harness::jaeger::traced_control_plane;
-use tidal_harness::tide::{manifest, once_at, second_after};
+use tidal_harness::tide::{daily_far_from_now, manifest, once_at, second_after};
 use tidal_scheduler::api::{TidalScheduler, TidalSchedulerStatus};
 
 use crate::CONCURRENCY;
 use crate::options::Options;
-
-const DAILY_MIDNIGHT: &str = "CRON_TZ=UTC 0 0 0 * * *";
 
 /// A namespace of the bench's own: on the control plane traced to Jaeger in tracing mode.
 pub async fn bench_env(options: &Options) -> TestEnv {
@@ -40,7 +38,7 @@ pub fn target_of(options: &Options, name: &str) -> String {
 
 /// Rules of the latency objects: a base level, then one rule per instant.
 fn round_rules(instants: &[Timestamp]) -> Vec<(String, String, i32)> {
-    let mut rules = vec![("base".to_owned(), DAILY_MIDNIGHT.to_owned(), 1)];
+    let mut rules = vec![("base".to_owned(), daily_far_from_now(), 1)];
     for (round, at) in instants.iter().enumerate() {
         rules.push((format!("round-{round}"), once_at(*at), 10 + round as i32));
     }

@@ -259,6 +259,19 @@ pub fn second_after(margin: Duration) -> Timestamp {
     }
 }
 
+/// A daily cron whose instants fall 12 hours from now's time of day: a base level that a
+/// new object catches up with at once and that is never due while a test or bench runs
+/// (a midnight base crossed by a run added a trigger, or superseded the run's own).
+pub fn daily_far_from_now() -> String {
+    let far = (Timestamp::now() + SignedDuration::from_hours(12)).to_zoned(jiff::tz::TimeZone::UTC);
+    format!(
+        "CRON_TZ=UTC {} {} {} * * *",
+        far.second(),
+        far.minute(),
+        far.hour()
+    )
+}
+
 /// Sleeps until the wall clock has passed `at` — for scenarios that need time to pass
 /// (missed instants), not to wait for the controller.
 pub async fn sleep_past(at: Timestamp) {
