@@ -117,13 +117,10 @@ impl TargetVersions {
     ) -> Option<Vec<String>> {
         let hpas = self.hpas(namespace)?;
         let hpas = lock(&hpas);
-        let scaling = hpas.all()?.filter(|((hpa_namespace, _), (_, scaled))| {
-            hpa_namespace == namespace
-                && scaled.group == group
-                && scaled.kind == kind
-                && scaled.name == name
+        let scaling = hpas.in_namespace(namespace)?.filter(|(_, (_, scaled))| {
+            scaled.group == group && scaled.kind == kind && scaled.name == name
         });
-        Some(scaling.map(|((_, hpa), _)| hpa.clone()).collect())
+        Some(scaling.map(|(hpa, _)| hpa.to_owned()).collect())
     }
 
     /// Versions already held (a watch that delivered them, in tests).

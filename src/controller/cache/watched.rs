@@ -3,7 +3,7 @@
 //! watch is healthy — listed and not failed since its last delivery — so that a reader
 //! falls back to the API server instead of trusting a cache that may be behind.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -28,9 +28,9 @@ pub struct Watched<T> {
     healthy: bool,
     /// Whether a failure was logged since the watch was last healthy.
     warned: bool,
-    objects: HashMap<Name, Held<T>>,
+    objects: BTreeMap<Name, Held<T>>,
     /// Filled by a (re-)list in progress; replaces `objects` when it is done.
-    relisting: Option<HashMap<Name, Held<T>>>,
+    relisting: Option<BTreeMap<Name, Held<T>>>,
 }
 
 impl<T> Default for Watched<T> {
@@ -38,7 +38,7 @@ impl<T> Default for Watched<T> {
         Watched {
             healthy: false,
             warned: false,
-            objects: HashMap::new(),
+            objects: BTreeMap::new(),
             relisting: None,
         }
     }
@@ -62,9 +62,16 @@ impl<T: Clone> Watched<T> {
         self.healthy.then(|| self.objects.get(name))?
     }
 
-    /// Every object held, while the watch is healthy.
-    pub fn all(&self) -> Option<impl Iterator<Item = (&Name, &Held<T>)>> {
-        self.healthy.then(|| self.objects.iter())
+    /// The objects held in `namespace` by name, while the watch is healthy.
+    pub fn in_namespace<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> Option<impl Iterator<Item = (&'a str, &'a Held<T>)>> {
+        let first = (namespace.to_owned(), String::new());
+        let held = self.objects.range(first..);
+        let held = held.take_while(move |((held_namespace, _), _)| held_namespace == namespace);
+        self.healthy
+            .then(|| held.map(|((_, name), held)| (name.as_str(), held)))
     }
 
     /// Notes what a write of ours returned (kept unless the watch already holds newer).
@@ -77,15 +84,15 @@ impl<T: Clone> Watched<T> {
     /// Applies one watch event.
     pub fn apply(&mut self, event: Event<(Name, Held<T>)>) {
         match event {
-            Event::Init => self.relisting = Some(HashMap::new()),
+            Event::Init => self.relisting = Some(BTreeMap::new()),
             Event::InitApply((name, held)) => {
-                let relisting = self.relisting.get_or_insert_with(HashMap::new);
+                let relisting = self.relisting.get_or_insert_with(BTreeMap::new);
                 relisting.insert(name, held);
             }
             Event::InitDone => {
                 let mut listed = self.relisting.take().unwrap_or_default();
                 // A write of ours may have returned a newer version meanwhile.
-                for (name, held) in self.objects.drain() {
+                for (name, held) in std::mem::take(&mut self.objects) {
                     if listed.contains_key(&name) {
                         keep_newest(&mut listed, name, held);
                     }
@@ -120,7 +127,7 @@ impl<T: Clone> Watched<T> {
 
 /// Stores `held` for `name` unless a newer version is held (a watch event can arrive after
 /// the response of a later write); a malformed version replaces what is held.
-fn keep_newest<T>(objects: &mut HashMap<Name, Held<T>>, name: Name, held: Held<T>) {
+fn keep_newest<T>(objects: &mut BTreeMap<Name, Held<T>>, name: Name, held: Held<T>) {
     let newer = |(version, _): &Held<T>| {
         compare_resource_versions(version, &held.0).is_some_and(|order| order.is_gt())
     };
@@ -203,10 +210,13 @@ mod tests {
         watched.apply(Event::InitApply((name("web"), held("7"))));
         watched.wrote(name("web"), held("8"));
         assert_eq!(version(&watched, "web"), None);
-        assert!(watched.all().is_none());
+        assert!(watched.in_namespace("default").is_none());
         watched.apply(Event::InitDone);
         assert_eq!(version(&watched, "web").as_deref(), Some("7"));
-        assert_eq!(watched.all().map(Iterator::count), Some(1));
+        assert_eq!(
+            watched.in_namespace("default").map(Iterator::count),
+            Some(1)
+        );
     }
 
     #[test]
@@ -225,7 +235,7 @@ mod tests {
         assert!(watched.failed(), "the first failure is logged");
         assert!(!watched.failed(), "the next ones are not");
         assert_eq!(version(&watched, "web"), None);
-        assert!(watched.all().is_none());
+        assert!(watched.in_namespace("default").is_none());
         watched.wrote(name("web"), held("9"));
         watched.apply(Event::Apply((name("api"), held("8"))));
         assert_eq!(version(&watched, "web").as_deref(), Some("7"));
@@ -256,6 +266,24 @@ mod tests {
             watched.get(&name("hpa")).map(|(_, kept)| *kept),
             Some("api")
         );
+    }
+
+    #[test]
+    fn a_namespace_holds_its_own_objects_only() {
+        let object =
+            |namespace: &str, name: &str| ((namespace.to_owned(), name.to_owned()), held("1"));
+        let watched = Watched::listed([
+            object("a", "x"),
+            object("shop", "web"),
+            object("shop", "db"),
+            object("shop-2", "web"),
+            object("z", "web"),
+        ]);
+        let names: Vec<&str> = (watched.in_namespace("shop").expect("healthy"))
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(names, ["db", "web"]);
+        assert_eq!(watched.in_namespace("none").map(Iterator::count), Some(0));
     }
 
     #[test]
