@@ -40,10 +40,28 @@ type Shared<T> = Arc<Mutex<Watched<T>>>;
 
 /// The workload an HPA's `scaleTargetRef` names.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Scaled {
+pub struct Scaled {
     group: String,
     kind: String,
     name: String,
+}
+
+impl Scaled {
+    /// The workload `hpa` scales.
+    pub fn by(hpa: &DynamicObject) -> Scaled {
+        let target = &hpa.data["spec"]["scaleTargetRef"];
+        let text = |field: &str| target[field].as_str().unwrap_or_default();
+        Scaled {
+            group: group_of(text("apiVersion")).to_owned(),
+            kind: text("kind").to_owned(),
+            name: text("name").to_owned(),
+        }
+    }
+
+    /// Whether it is `kind` `name` of API `group` (any version of the group).
+    pub fn is(&self, group: &str, kind: &str, name: &str) -> bool {
+        self.group == group && self.kind == kind && self.name == name
+    }
 }
 
 /// Where the watches go.
@@ -117,9 +135,8 @@ impl TargetVersions {
     ) -> Option<Vec<String>> {
         let hpas = self.hpas(namespace)?;
         let hpas = lock(&hpas);
-        let scaling = hpas.in_namespace(namespace)?.filter(|(_, (_, scaled))| {
-            scaled.group == group && scaled.kind == kind && scaled.name == name
-        });
+        let held = hpas.in_namespace(namespace)?;
+        let scaling = held.filter(|(_, (_, scaled))| scaled.is(group, kind, name));
         Some(scaling.map(|(hpa, _)| hpa.to_owned()).collect())
     }
 
@@ -234,13 +251,7 @@ fn identified(object: PartialObjectMeta<DynamicObject>) -> (Name, Held<()>) {
 
 /// What the HPA watch keeps of an HPA: the workload its `scaleTargetRef` names.
 fn scaled(hpa: DynamicObject) -> (Name, Held<Scaled>) {
-    let target = &hpa.data["spec"]["scaleTargetRef"];
-    let text = |field: &str| target[field].as_str().unwrap_or_default();
-    let scaled = Scaled {
-        group: group_of(text("apiVersion")).to_owned(),
-        kind: text("kind").to_owned(),
-        name: text("name").to_owned(),
-    };
+    let scaled = Scaled::by(&hpa);
     let namespace = hpa.namespace().unwrap_or_default();
     let version = hpa.resource_version().unwrap_or_default();
     ((namespace, hpa.name_any()), (version, scaled))
@@ -251,7 +262,7 @@ fn named(namespace: &str, name: &str) -> Name {
 }
 
 /// The API group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group).
-pub fn group_of(api_version: &str) -> &str {
+fn group_of(api_version: &str) -> &str {
     api_version.split_once('/').map_or("", |(group, _)| group)
 }
 

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::strategy::Strategy;
 use crate::api::{ConditionReason, TargetRef};
-use crate::controller::cache::target_versions::{TargetVersions, group_of};
+use crate::controller::cache::target_versions::{Scaled, TargetVersions};
 use crate::controller::plan::ApplyProblem;
 use crate::election::{NotLeading, WriteGate};
 
@@ -185,7 +185,9 @@ impl Targets {
     /// check was a tenth of a request per trigger at 10,000 objects), else listed.
     async fn managing_hpas(&self, target: &Target) -> Result<Vec<String>, ApplyProblem> {
         let (group, kind) = (&target.resource.group, &target.resource.kind);
-        let watched = (self.versions).scaling_hpas(&target.namespace, group, kind, &target.name);
+        let watched = self
+            .versions
+            .scaling_hpas(&target.namespace, group, kind, &target.name);
         let names = match watched {
             Some(names) => names,
             None => self.list_managing_hpas(target).await?,
@@ -203,25 +205,18 @@ impl Targets {
     }
 
     async fn list_managing_hpas(&self, target: &Target) -> Result<Vec<String>, ApplyProblem> {
-        let hpas: Api<HorizontalPodAutoscaler> =
-            Api::namespaced(self.client.clone(), &target.namespace);
+        let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
+        let hpas: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &target.namespace, &resource);
         let params = ListParams::default();
         let list = retry_transient(|| hpas.list(&params))
             .await
             .map_err(|error| failed(format!("failed to list HorizontalPodAutoscalers: {error}")))?;
-        let scales_target = |hpa: &HorizontalPodAutoscaler| {
-            hpa.spec.as_ref().is_some_and(|spec| {
-                let scaled = &spec.scale_target_ref;
-                scaled.kind == target.resource.kind
-                    && scaled.name == target.name
-                    && group_of(scaled.api_version.as_deref().unwrap_or_default())
-                        == target.resource.group
-            })
-        };
+        let (group, kind) = (&target.resource.group, &target.resource.kind);
         Ok(list
             .items
             .iter()
-            .filter(|hpa| scales_target(hpa))
+            .filter(|hpa| Scaled::by(hpa).is(group, kind, &target.name))
             .map(ResourceExt::name_any)
             .collect())
     }
