@@ -423,6 +423,27 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
         before.sent("list", "horizontalpodautoscalers"),
         "an HPA list while the watch holds them: {after:?}"
     );
+
+    // A new floor above maxReplicas (25): written at the version and against the
+    // maxReplicas the watch holds, without reading the HPA first.
+    set_rules(&env, "floor", &[("base", DAILY.as_str(), 30)]).await;
+    let hpa = wait_for(
+        &hpas,
+        "web-hpa",
+        "minReplicas 30",
+        |h: Option<&HorizontalPodAutoscaler>| {
+            h.and_then(|h| h.spec.as_ref())
+                .is_some_and(|s| s.min_replicas == Some(30))
+        },
+    )
+    .await;
+    assert_eq!(hpa.spec.unwrap().max_replicas, 30);
+    let floored = Requests::of(&controller);
+    assert_eq!(
+        floored.sent("get", "horizontalpodautoscalers"),
+        after.sent("get", "horizontalpodautoscalers"),
+        "an HPA read before writing its floor while the watch holds it: {floored:?}"
+    );
 }
 
 #[tokio::test]

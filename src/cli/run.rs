@@ -32,8 +32,9 @@ pub struct RunArgs {
 
     /// Watch the targets written through `/scale` (metadata only) so that each write
     /// carries the version seen instead of reading the target first, and the HPAs so that
-    /// checking for one that also scales a target needs no LIST; `false` trades one read
-    /// per trigger for no watch of the targets' kinds or of the HPAs.
+    /// checking for one that also scales a target needs no LIST and an HPA's floor is
+    /// written without reading it; `false` trades one read per trigger for no watch of
+    /// the targets' kinds or of the HPAs.
     #[arg(long, env = "TIDAL_WATCH_TARGETS", default_value_t = true, action = ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true")]
     pub watch_targets: bool,

@@ -1,8 +1,9 @@
 //! What the watches of the targets tell: the targets' resourceVersions, so that a write
 //! through `/scale` can carry the version as its precondition without reading the target
 //! first (issue 29: one request fewer per Scale-mode trigger) and a check that a target
-//! exists needs no read when it is held here; and the HPAs that scale each workload, so
-//! that checking a Scale-mode target for an HPA fighting over it needs no LIST. The
+//! exists needs no read when it is held here; and of the HPAs the workload each scales and
+//! its `maxReplicas`, so that checking a Scale-mode target for an HPA fighting over it
+//! needs no LIST, and setting an HPA's floor no read. The
 //! versions come from a metadata-only watch of each target kind, the HPAs from a watch of
 //! HPAs, per watched scope — each started when first asked — and the versions also from
 //! the responses of our own writes.
@@ -64,6 +65,19 @@ impl Scaled {
     }
 }
 
+/// What the HPA watch keeps of an HPA.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Hpa {
+    scales: Scaled,
+    max_replicas: Option<i32>,
+}
+
+/// The `spec.maxReplicas` of `hpa`, if it has one.
+pub fn max_replicas(hpa: &DynamicObject) -> Option<i32> {
+    let max = hpa.data["spec"]["maxReplicas"].as_i64()?;
+    i32::try_from(max).ok()
+}
+
 /// Where the watches go.
 enum Watching {
     /// Nowhere: every check and write reads the API server.
@@ -82,7 +96,7 @@ enum Watching {
 pub struct TargetVersions {
     watching: Watching,
     kinds: Mutex<HashMap<(Kind, Scope), Shared<()>>>,
-    hpas: Mutex<HashMap<Scope, Shared<Scaled>>>,
+    hpas: Mutex<HashMap<Scope, Shared<Hpa>>>,
     watches: Mutex<Vec<AbortHandle>>,
 }
 
@@ -136,8 +150,24 @@ impl TargetVersions {
         let hpas = self.hpas(namespace)?;
         let hpas = lock(&hpas);
         let held = hpas.in_namespace(namespace)?;
-        let scaling = held.filter(|(_, (_, scaled))| scaled.is(group, kind, name));
+        let scaling = held.filter(|(_, (_, hpa))| hpa.scales.is(group, kind, name));
         Some(scaling.map(|(hpa, _)| hpa.to_owned()).collect())
+    }
+
+    /// The version and `maxReplicas` of the HPA `name` in `namespace` last observed, if
+    /// the HPA watch of the namespace is healthy and holds it; starts it on its first call.
+    pub fn hpa_max_replicas(&self, namespace: &str, name: &str) -> Option<Held<Option<i32>>> {
+        let hpas = self.hpas(namespace)?;
+        let (version, hpa) = lock(&hpas).get(&named(namespace, name)).cloned()?;
+        Some((version, hpa.max_replicas))
+    }
+
+    /// Notes the HPA our own write returned.
+    pub fn wrote_hpa(&self, hpa: DynamicObject) {
+        if let Some(hpas) = self.hpas(&hpa.namespace().unwrap_or_default()) {
+            let (name, held) = kept_of_hpa(hpa);
+            lock(&hpas).wrote(name, held);
+        }
     }
 
     /// Versions already held (a watch that delivered them, in tests).
@@ -155,9 +185,9 @@ impl TargetVersions {
 
     /// HPAs already held (a watch that delivered them, in tests).
     #[cfg(test)]
-    fn scaled_by(hpas: Vec<DynamicObject>) -> TargetVersions {
+    fn holding_hpas(hpas: Vec<DynamicObject>) -> TargetVersions {
         let versions = TargetVersions::with(Watching::Given);
-        let watched = Watched::listed(hpas.into_iter().map(scaled));
+        let watched = Watched::listed(hpas.into_iter().map(kept_of_hpa));
         lock(&versions.hpas).insert(None, Arc::new(Mutex::new(watched)));
         versions
     }
@@ -187,13 +217,13 @@ impl TargetVersions {
         Some(watched.clone())
     }
 
-    fn hpas(&self, namespace: &str) -> Option<Shared<Scaled>> {
+    fn hpas(&self, namespace: &str) -> Option<Shared<Hpa>> {
         let scope = self.scope(namespace)?;
         let mut hpas = lock(&self.hpas);
         let watched = hpas.entry(scope.clone()).or_insert_with(|| {
             let watched = Arc::default();
             let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
-            self.start::<DynamicObject, _>(&resource, &scope, &watched, scaled);
+            self.start::<DynamicObject, _>(&resource, &scope, &watched, kept_of_hpa);
             watched
         });
         Some(watched.clone())
@@ -249,12 +279,16 @@ fn identified(object: PartialObjectMeta<DynamicObject>) -> (Name, Held<()>) {
     ((namespace, object.name_any()), (version, ()))
 }
 
-/// What the HPA watch keeps of an HPA: the workload its `scaleTargetRef` names.
-fn scaled(hpa: DynamicObject) -> (Name, Held<Scaled>) {
-    let scaled = Scaled::by(&hpa);
+/// What the HPA watch keeps of an HPA: the workload its `scaleTargetRef` names and its
+/// `maxReplicas`.
+fn kept_of_hpa(hpa: DynamicObject) -> (Name, Held<Hpa>) {
+    let kept = Hpa {
+        scales: Scaled::by(&hpa),
+        max_replicas: max_replicas(&hpa),
+    };
     let namespace = hpa.namespace().unwrap_or_default();
     let version = hpa.resource_version().unwrap_or_default();
-    ((namespace, hpa.name_any()), (version, scaled))
+    ((namespace, hpa.name_any()), (version, kept))
 }
 
 fn named(namespace: &str, name: &str) -> Name {
@@ -284,7 +318,7 @@ mod tests {
 
     #[test]
     fn the_hpas_scaling_a_workload_are_found_by_group_kind_and_name() {
-        let versions = TargetVersions::scaled_by(vec![
+        let versions = TargetVersions::holding_hpas(vec![
             hpa("web-hpa", "apps/v1", "Deployment", "web"),
             hpa("web-too", "apps/v1beta1", "Deployment", "web"),
             hpa("db-hpa", "apps/v1", "StatefulSet", "web"),
@@ -302,12 +336,39 @@ mod tests {
     }
 
     #[test]
+    fn an_hpa_floor_is_written_against_the_version_and_maxreplicas_held() {
+        let versions =
+            TargetVersions::holding_hpas(vec![hpa("web-hpa", "apps/v1", "Deployment", "web")]);
+        assert_eq!(
+            versions.hpa_max_replicas("shop", "web-hpa"),
+            Some(("4".to_owned(), Some(5)))
+        );
+        assert_eq!(versions.hpa_max_replicas("shop", "other"), None);
+
+        // Our write's response is held until the watch delivers something newer.
+        let mut written = hpa("web-hpa", "apps/v1", "Deployment", "web");
+        written.metadata.resource_version = Some("9".to_owned());
+        written.data["spec"]["maxReplicas"] = 12.into();
+        versions.wrote_hpa(written);
+        assert_eq!(
+            versions.hpa_max_replicas("shop", "web-hpa"),
+            Some(("9".to_owned(), Some(12)))
+        );
+        versions.wrote_hpa(hpa("web-hpa", "apps/v1", "Deployment", "web"));
+        assert_eq!(
+            versions.hpa_max_replicas("shop", "web-hpa"),
+            Some(("9".to_owned(), Some(12)))
+        );
+    }
+
+    #[test]
     fn without_a_watch_the_hpas_are_unknown() {
         let versions = TargetVersions::off();
         assert_eq!(
             versions.scaling_hpas("shop", "apps", "Deployment", "web"),
             None
         );
+        assert_eq!(versions.hpa_max_replicas("shop", "web-hpa"), None);
     }
 
     #[test]

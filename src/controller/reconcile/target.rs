@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::strategy::Strategy;
 use crate::api::{ConditionReason, TargetRef};
-use crate::controller::cache::target_versions::{Scaled, TargetVersions};
+use crate::controller::cache::target_versions::{Scaled, TargetVersions, max_replicas};
 use crate::controller::plan::ApplyProblem;
 use crate::election::{NotLeading, WriteGate};
 
@@ -227,16 +227,15 @@ impl Targets {
     ///
     /// Every write is fenced, so that one sent in a leadership term that has ended changes
     /// nothing however late it arrives (docs/design.md §6): it is conditional on a
-    /// resourceVersion observed before — the one [`TargetVersions`] holds for a `/scale`,
-    /// else one read just before — and sent only if the gate is still open once it was
-    /// observed. The term's first
-    /// write to a target (`claim`) is a server-side apply under the term's own field
-    /// manager (see [`field_manager`]): it always changes the target's managedFields,
-    /// hence its resourceVersion, even when the replicas are already right, so from then
-    /// on any write prepared in an earlier term fails its precondition (409). Later writes
-    /// of the term are plain merge patches with the precondition (cheaper for the API
-    /// server). A conflict within the term (another writer in between) is read again and
-    /// retried.
+    /// resourceVersion observed before — the one [`TargetVersions`] holds for a `/scale`
+    /// or an HPA, else one read just before — and sent only if the gate is still open once
+    /// it was observed. The term's first write to a target (`claim`) is a server-side
+    /// apply under the term's own field manager (see [`field_manager`]): it always changes
+    /// the target's managedFields, hence its resourceVersion, even when the replicas are
+    /// already right, so from then on any write prepared in an earlier term fails its
+    /// precondition (409). Later writes of the term are plain merge patches with the
+    /// precondition (cheaper for the API server). A conflict within the term (another
+    /// writer in between) is read again and retried.
     pub async fn write(
         &self,
         target: &Target,
@@ -303,13 +302,26 @@ impl Targets {
         gate: &WriteGate,
         claim: bool,
     ) -> Result<Result<(), ApplyProblem>, NotLeading> {
-        let api: Api<HorizontalPodAutoscaler> =
-            Api::namespaced(self.client.clone(), &target.namespace);
+        let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &target.namespace, &resource);
+        // As for a `/scale`: the first attempt writes at the version (and against the
+        // maxReplicas) the HPA watch holds, if any; a retry reads the HPA first.
+        let held = Mutex::new(
+            self.versions
+                .hpa_max_replicas(&target.namespace, &target.name),
+        );
         let write = || async {
-            let hpa = api.get(&target.name).await?;
-            let max = hpa.spec.as_ref().map_or(replicas, |spec| spec.max_replicas);
+            let held = crate::sync::lock(&held).take();
+            let (version, max) = match held {
+                Some((version, max)) => (Some(version), max),
+                None => {
+                    let hpa = api.get(&target.name).await?;
+                    (hpa.resource_version(), max_replicas(&hpa))
+                }
+            };
             let mut spec = json!({ "minReplicas": replicas });
-            if max < replicas {
+            if max.is_some_and(|max| max < replicas) {
                 spec["maxReplicas"] = replicas.into();
             }
             let floor = json!({
@@ -318,12 +330,14 @@ impl Targets {
                 "metadata": {
                     "name": target.name,
                     "namespace": target.namespace,
-                    "resourceVersion": hpa.resource_version(),
+                    "resourceVersion": version,
                 },
                 "spec": spec,
             });
             let (params, patch) = fenced_write(gate, claim, floor)?;
-            Ok(api.patch(&target.name, &params, &patch).await?)
+            let written = api.patch(&target.name, &params, &patch).await?;
+            self.versions.wrote_hpa(written.clone());
+            Ok(written)
         };
         fenced(write, |error| {
             classify(target, "failed to set minReplicas of", error)
