@@ -73,6 +73,21 @@ async fn create_deployment_with_hpa(env: &TestEnv) -> Api<HorizontalPodAutoscale
     hpas
 }
 
+/// Waits until HPA `web-hpa` has `minReplicas` `min`.
+async fn wait_hpa_min(hpas: &Api<HorizontalPodAutoscaler>, min: i32) -> HorizontalPodAutoscaler {
+    let what = format!("minReplicas {min}");
+    wait_for(
+        hpas,
+        "web-hpa",
+        &what,
+        |h: Option<&HorizontalPodAutoscaler>| {
+            h.and_then(|h| h.spec.as_ref())
+                .is_some_and(|s| s.min_replicas == Some(min))
+        },
+    )
+    .await
+}
+
 async fn deployment_replicas(env: &TestEnv, name: &str, replicas: i32) -> Deployment {
     wait_for(
         &env.api::<Deployment>(),
@@ -359,16 +374,7 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
         ),
     )
     .await;
-    let hpa = wait_for(
-        &hpas,
-        "web-hpa",
-        "minReplicas 25",
-        |h: Option<&HorizontalPodAutoscaler>| {
-            h.and_then(|h| h.spec.as_ref())
-                .is_some_and(|s| s.min_replicas == Some(25))
-        },
-    )
-    .await;
+    let hpa = wait_hpa_min(&hpas, 25).await;
     assert_eq!(hpa.spec.unwrap().max_replicas, 25);
 
     // The Deployment the HPA manages, written in Scale mode: a Warning.
@@ -427,16 +433,7 @@ async fn an_hpa_target_gets_its_floor_and_a_fought_over_workload_a_warning() {
     // A new floor above maxReplicas (25): written at the version and against the
     // maxReplicas the watch holds, without reading the HPA first.
     set_rules(&env, "floor", &[("base", DAILY.as_str(), 30)]).await;
-    let hpa = wait_for(
-        &hpas,
-        "web-hpa",
-        "minReplicas 30",
-        |h: Option<&HorizontalPodAutoscaler>| {
-            h.and_then(|h| h.spec.as_ref())
-                .is_some_and(|s| s.min_replicas == Some(30))
-        },
-    )
-    .await;
+    let hpa = wait_hpa_min(&hpas, 30).await;
     assert_eq!(hpa.spec.unwrap().max_replicas, 30);
     let floored = Requests::of(&controller);
     assert_eq!(
