@@ -7,13 +7,14 @@ use std::future::Future;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch};
+use kube::core::Request;
 use kube::{Client, Resource};
 
 use super::strategy::Strategy;
 use super::target::{Target, Targets, patch_params};
 use crate::api::{TargetRef, TidalScheduler};
 use crate::controller::cache::target_versions::TargetVersions;
-use crate::controller::key::ObjectName;
+use crate::controller::key::{ObjectName, Written};
 use crate::controller::plan::ApplyProblem;
 use crate::controller::publish::event::EventSink;
 use crate::controller::publish::reason::Reason;
@@ -28,12 +29,12 @@ pub trait Cluster: Send + Sync + 'static {
     ) -> impl Future<Output = kube::Result<Option<TidalScheduler>>> + Send;
 
     /// Applies the JSON `patch` (which carries the resourceVersion precondition) to the
-    /// object's status subresource; returns the object as written.
+    /// object's status subresource; returns which object it wrote, at which version.
     fn patch_status(
         &self,
         name: &ObjectName,
         patch: json_patch::Patch,
-    ) -> impl Future<Output = kube::Result<TidalScheduler>> + Send;
+    ) -> impl Future<Output = kube::Result<Written>> + Send;
 
     /// Finds the resource of `target_ref` in `namespace`.
     fn resolve(
@@ -92,14 +93,20 @@ impl Cluster for KubeCluster {
         self.api(name).get_opt(&name.name).await
     }
 
+    /// As `Api::patch_status`, but the answer is read as a [`Written`]: the object it
+    /// carries is not deserialized.
     async fn patch_status(
         &self,
         name: &ObjectName,
         patch: json_patch::Patch,
-    ) -> kube::Result<TidalScheduler> {
-        self.api(name)
-            .patch_status(&name.name, &patch_params(), &Patch::Json::<()>(patch))
-            .await
+    ) -> kube::Result<Written> {
+        let url = TidalScheduler::url_path(&(), Some(&name.namespace));
+        let patch = Patch::Json::<()>(patch);
+        let mut request = Request::new(url)
+            .patch_subresource("status", &name.name, &patch_params(), &patch)
+            .map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("patch_status");
+        self.client.request(request).await
     }
 
     async fn resolve(

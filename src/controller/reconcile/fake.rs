@@ -14,7 +14,7 @@ use super::Cluster;
 use super::strategy::Strategy;
 use super::target::Target;
 use crate::api::{ConditionReason, TargetRef, TidalScheduler};
-use crate::controller::key::ObjectName;
+use crate::controller::key::{ObjectName, Written};
 use crate::controller::plan::ApplyProblem;
 use crate::controller::publish::reason::Reason;
 use crate::election::{NotLeading, WriteGate};
@@ -22,7 +22,7 @@ use crate::sync::lock;
 
 /// A write the fake accepted.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Written {
+pub enum Accepted {
     /// A level written to a Deployment.
     Level {
         /// The Deployment.
@@ -57,7 +57,7 @@ struct State {
     deployments: HashMap<String, i32>,
     /// Status writes still to fail with a 500.
     failing_status_writes: usize,
-    writes: Vec<Written>,
+    writes: Vec<Accepted>,
 }
 
 impl State {
@@ -119,7 +119,7 @@ impl FakeCluster {
     }
 
     /// The writes accepted since the last call.
-    pub fn take_writes(&self) -> Vec<Written> {
+    pub fn take_writes(&self) -> Vec<Accepted> {
         std::mem::take(&mut lock(&self.state).writes)
     }
 }
@@ -148,7 +148,7 @@ impl Cluster for FakeCluster {
         &self,
         name: &ObjectName,
         patch: json_patch::Patch,
-    ) -> kube::Result<TidalScheduler> {
+    ) -> kube::Result<Written> {
         let mut state = lock(&self.state);
         if state.failing_status_writes > 0 {
             state.failing_status_writes -= 1;
@@ -171,11 +171,11 @@ impl Cluster for FakeCluster {
         let version = state.next_version();
         written.metadata.resource_version = Some(version.clone());
         state.objects.insert(name.clone(), written.clone());
-        state.writes.push(Written::Status {
+        state.writes.push(Accepted::Status {
             object: name.name.clone(),
             resource_version: version,
         });
-        Ok(written)
+        Ok(Written::of(&written))
     }
 
     async fn resolve(
@@ -223,7 +223,7 @@ impl Cluster for FakeCluster {
             return Ok(Err(not_found(&target.name)));
         };
         *current = replicas;
-        state.writes.push(Written::Level {
+        state.writes.push(Accepted::Level {
             target: target.name.clone(),
             replicas,
             claim,
@@ -234,6 +234,6 @@ impl Cluster for FakeCluster {
     fn event(&self, _regarding: &ObjectReference, reason: Reason, note: String) {
         lock(&self.state)
             .writes
-            .push(Written::Event { reason, note });
+            .push(Accepted::Event { reason, note });
     }
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use jiff::Timestamp;
 use tokio::sync::watch;
 
-use super::fake::{FakeCluster, Written};
+use super::fake::{Accepted, FakeCluster};
 use super::*;
 use crate::api::{ConditionReason, READY, TriggerResult};
 use crate::clock::Clock;
@@ -103,7 +103,7 @@ impl Harness {
             .take_writes()
             .into_iter()
             .filter_map(|written| match written {
-                Written::Level {
+                Accepted::Level {
                     replicas, claim, ..
                 } => Some((replicas, claim)),
                 _ => None,

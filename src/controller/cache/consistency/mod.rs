@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 pub use store::{CacheVersion, ConsistencyStore, Freshness, compare_resource_versions};
 
 use crate::api::TidalScheduler;
-use crate::controller::key::{ObjectKey, ObjectName};
+use crate::controller::key::{ObjectKey, ObjectName, Written};
 use crate::controller::publish::metrics::ControllerMetrics;
 use crate::sync::lock;
 
@@ -151,18 +151,21 @@ impl Consistency {
         lock(&self.unsure).remove(&key.name);
     }
 
-    /// Records our status write, from the object the API server answered with.
-    pub fn wrote(&self, written: &TidalScheduler) {
-        let (Some(uid), Some(version)) = (written.uid(), written.resource_version()) else {
+    /// Records our status write, as the API server answered it.
+    pub fn wrote(&self, written: &Written) {
+        let Written {
+            key,
+            resource_version,
+        } = written;
+        if key.uid.is_empty() || resource_version.is_empty() {
             return;
-        };
-        let key = ObjectKey::of(written);
-        self.store.wrote(&key, TIDAL_SCHEDULERS, &version);
+        }
+        self.store.wrote(key, TIDAL_SCHEDULERS, resource_version);
         let echo = Echo {
-            uid,
-            resource_version: version,
+            uid: key.uid.clone(),
+            resource_version: resource_version.clone(),
         };
-        lock(&self.echoes).insert(key.name, echo);
+        lock(&self.echoes).insert(key.name.clone(), echo);
     }
 
     /// Whether a watch event is the echo of our last write of the object: it is then
@@ -229,7 +232,7 @@ mod tests {
         let scope = Some("ns".to_owned());
         consistency.observe(&scope, &watcher::Event::Apply(object("a", "u1", "10")));
         let written = object("a", "u1", "12");
-        consistency.wrote(&written);
+        consistency.wrote(&Written::of(&written));
         let key = ObjectKey::of(&written);
         assert!(matches!(
             consistency.check(&key, None),
@@ -248,7 +251,7 @@ mod tests {
         let scope = Some("ns".to_owned());
         consistency.observe(&scope, &watcher::Event::Apply(object("a", "u1", "10")));
         let written = object("a", "u1", "12");
-        consistency.wrote(&written);
+        consistency.wrote(&Written::of(&written));
         consistency.observe(&scope, &watcher::Event::Apply(written.clone()));
         let key = ObjectKey::of(&written);
         assert!(matches!(
@@ -280,7 +283,7 @@ mod tests {
     fn the_echo_of_our_write_is_recognised_once() {
         let consistency = consistency();
         let written = object("a", "u1", "12");
-        consistency.wrote(&written);
+        consistency.wrote(&Written::of(&written));
         assert!(
             !consistency.is_echo(&object("a", "u1", "11")),
             "an older version"
@@ -298,7 +301,7 @@ mod tests {
         let consistency = consistency();
         let scope = Some("ns".to_owned());
         let written = object("a", "u1", "12");
-        consistency.wrote(&written);
+        consistency.wrote(&Written::of(&written));
         consistency.observe(&scope, &watcher::Event::Delete(object("a", "u1", "11")));
         assert_eq!(
             consistency.check(&ObjectKey::of(&written), None),
