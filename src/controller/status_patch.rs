@@ -8,7 +8,9 @@
 //! conditional: it sets `metadata.resourceVersion` to the version read, so the API server
 //! applies it only to that version (else 409, as with the merge patch before it).
 
-use serde_json::{Map, Value, json};
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
+use serde_json::{Map, Value};
 
 use crate::api::{HistoryEntry, TidalSchedulerStatus};
 
@@ -24,16 +26,19 @@ pub fn status_patch(
 ) -> Result<json_patch::Patch, serde_json::Error> {
     let mut ops = Vec::new();
     if let Some(version) = resource_version {
-        ops.push(op("replace", "/metadata/resourceVersion", version));
+        ops.push(PatchOperation::Replace(ReplaceOperation {
+            path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
+            value: version.into(),
+        }));
     }
     match stored {
-        None => ops.push(op("add", "/status", serde_json::to_value(new)?)),
+        None => ops.push(add(status_path([]), serde_json::to_value(new)?)),
         Some(stored) => {
-            ops.extend(field_ops(&fields(stored)?, &fields(new)?));
+            ops.extend(field_ops(&fields(stored)?, fields(new)?));
             ops.extend(history_ops(stored, &new.history, history_limit)?);
         }
     }
-    serde_json::from_value(Value::Array(ops))
+    Ok(json_patch::Patch(ops))
 }
 
 /// The status's fields but the history, as written.
@@ -47,15 +52,16 @@ fn fields(status: &TidalSchedulerStatus) -> Result<Map<String, Value>, serde_jso
 }
 
 /// Sets each field that changed (`add` replaces a present member) and removes each gone.
-fn field_ops(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Value> {
-    let changed = new
-        .iter()
-        .filter(|(name, value)| old.get(*name) != Some(value))
-        .map(|(name, value)| op("add", &format!("/status/{name}"), value.clone()));
+fn field_ops(old: &Map<String, Value>, new: Map<String, Value>) -> Vec<PatchOperation> {
     let gone = old
         .keys()
         .filter(|name| !new.contains_key(*name))
-        .map(|name| json!({ "op": "remove", "path": format!("/status/{name}") }));
+        .map(|name| remove(status_path([name.as_str()])));
+    let gone: Vec<PatchOperation> = gone.collect();
+    let changed = new
+        .into_iter()
+        .filter(|(name, value)| old.get(name) != Some(value))
+        .map(|(name, value)| add(status_path([name.as_str()]), value));
     changed.chain(gone).collect()
 }
 
@@ -65,45 +71,61 @@ fn history_ops(
     stored: &TidalSchedulerStatus,
     new: &[HistoryEntry],
     limit: usize,
-) -> Result<Vec<Value>, serde_json::Error> {
+) -> Result<Vec<PatchOperation>, serde_json::Error> {
     let held = &stored.history;
     let stored_len = held.len() + stored.history_omitted;
     if stored_len == 0 {
         if new.is_empty() {
             return Ok(Vec::new());
         }
-        return Ok(vec![op(
-            "add",
-            "/status/history",
-            serde_json::to_value(new)?,
-        )]);
+        return Ok(vec![add(history_path(None), serde_json::to_value(new)?)]);
     }
     if new.is_empty() && stored.history_omitted == 0 {
-        return Ok(vec![json!({ "op": "remove", "path": "/status/history" })]);
+        return Ok(vec![remove(history_path(None))]);
     }
     let mut ops = Vec::new();
     // Commonly the new entries in front of what is held; else what is held is replaced.
     let added = match new.strip_suffix(held.as_slice()) {
         Some(added) => added,
         None => {
-            let remove = json!({ "op": "remove", "path": "/status/history/0" });
-            ops.extend(std::iter::repeat_n(remove, held.len()));
+            ops.extend((0..held.len()).map(|_| remove(history_path(Some(0)))));
             new
         }
     };
     for (index, entry) in added.iter().enumerate() {
-        let path = format!("/status/history/{index}");
-        ops.push(op("add", &path, serde_json::to_value(entry)?));
+        ops.push(add(history_path(Some(index)), serde_json::to_value(entry)?));
     }
     let len = stored_len - held.len() + new.len();
     for index in (limit.max(1)..len).rev() {
-        ops.push(json!({ "op": "remove", "path": format!("/status/history/{index}") }));
+        ops.push(remove(history_path(Some(index))));
     }
     Ok(ops)
 }
 
-fn op(kind: &str, path: &str, value: impl Into<Value>) -> Value {
-    json!({ "op": kind, "path": path, "value": value.into() })
+/// `/status`, then `tokens` (escaped as JSON pointer tokens).
+fn status_path<'a>(tokens: impl IntoIterator<Item = &'a str>) -> PointerBuf {
+    let mut path = PointerBuf::from_tokens(["status"]);
+    for token in tokens {
+        path.push_back(token);
+    }
+    path
+}
+
+/// `/status/history`, or its entry at `index`.
+fn history_path(index: Option<usize>) -> PointerBuf {
+    let mut path = status_path(["history"]);
+    if let Some(index) = index {
+        path.push_back(index);
+    }
+    path
+}
+
+fn add(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation { path, value })
+}
+
+fn remove(path: PointerBuf) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation { path })
 }
 
 #[cfg(test)]
