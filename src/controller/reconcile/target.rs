@@ -205,9 +205,7 @@ impl Targets {
     }
 
     async fn list_managing_hpas(&self, target: &Target) -> Result<Vec<String>, ApplyProblem> {
-        let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
-        let hpas: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &target.namespace, &resource);
+        let hpas = self.hpas(&target.namespace);
         let params = ListParams::default();
         let list = retry_transient(|| hpas.list(&params))
             .await
@@ -302,9 +300,7 @@ impl Targets {
         gate: &WriteGate,
         claim: bool,
     ) -> Result<Result<(), ApplyProblem>, NotLeading> {
-        let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &target.namespace, &resource);
+        let api = self.hpas(&target.namespace);
         // As for a `/scale`: the first attempt writes at the version (and against the
         // maxReplicas) the HPA watch holds, if any; a retry reads the HPA first.
         let held = Mutex::new(
@@ -343,6 +339,12 @@ impl Targets {
             classify(target, "failed to set minReplicas of", error)
         })
         .await
+    }
+
+    /// The HPAs of `namespace` (`autoscaling/v2`), as the HPA watch reads them.
+    fn hpas(&self, namespace: &str) -> Api<DynamicObject> {
+        let resource = ApiResource::erase::<HorizontalPodAutoscaler>(&());
+        Api::namespaced_with(self.client.clone(), namespace, &resource)
     }
 
     fn api(&self, target: &Target) -> Api<DynamicObject> {
