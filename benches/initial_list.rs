@@ -23,7 +23,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{WatchStreamExt, reflector};
 use kube::{Client, Config};
 use tidal_scheduler::api::TidalScheduler;
-use tidal_scheduler::controller::{InitialList, WATCH_TIMEOUT, list_watch};
+use tidal_scheduler::controller::{InitialList, Slim, WATCH_TIMEOUT, list_watch};
 
 use common::bench_options::parsed_or;
 use common::cluster::{TestEnv, control_plane};
@@ -62,7 +62,8 @@ async fn lister(mode: InitialList) {
         .await
         .expect("config");
     let client = Client::try_from(config).expect("client");
-    let api: Api<TidalScheduler> =
+    // Read as the controller reads them.
+    let api: Api<Slim<TidalScheduler>> =
         Api::namespaced(client, &std::env::var(NAMESPACE).expect(NAMESPACE));
     let (reader, writer) = reflector::store();
     let listed = Arc::new(tokio::sync::Notify::new());

@@ -26,7 +26,9 @@ use jiff::Timestamp;
 use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
 use kube::{Api, ResourceExt};
 use tidal_scheduler::api::TidalScheduler;
-use tidal_scheduler::controller::{InitialList, Source, compare_resource_versions, list_watch};
+use tidal_scheduler::controller::{
+    InitialList, Slim, Source, compare_resource_versions, list_watch,
+};
 
 use common::audit::replica_writes;
 use common::cluster::TestEnv;
@@ -99,9 +101,10 @@ async fn a_lagging_watch_makes_the_controller_skip_instead_of_acting_on_stale_st
     assert_every_instant_accounted(&tide, &status(&object).history);
 }
 
-/// The API server, with the requests made of it recorded (`list`, `watch`, `stream`).
+/// The API server, read as the controller reads it, with the requests made of it recorded
+/// (`list`, `watch`, `stream`).
 struct Recorded {
-    api: Api<TidalScheduler>,
+    api: Api<Slim<TidalScheduler>>,
     calls: Arc<Mutex<Vec<&'static str>>>,
 }
 
@@ -110,7 +113,7 @@ impl Source for Recorded {
 
     async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<TidalScheduler>> {
         self.calls.lock().unwrap().push("list");
-        self.api.list(params).await
+        Source::list(&self.api, params).await
     }
 
     async fn watch(
@@ -159,7 +162,7 @@ async fn bookmarks_move_the_version(initial: InitialList) -> Vec<&'static str> {
     let (report, mut progress) = tokio::sync::mpsc::unbounded_channel();
     let calls = Arc::new(Mutex::new(Vec::new()));
     let source = Recorded {
-        api: watched.api::<TidalScheduler>(),
+        api: watched.api::<Slim<TidalScheduler>>(),
         calls: calls.clone(),
     };
     let mut events = list_watch(source, initial, Duration::from_secs(5), move |version| {

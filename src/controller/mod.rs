@@ -39,6 +39,7 @@ use kube::runtime::controller::{Config, Controller};
 use kube::runtime::reflector::{self, Store};
 use tokio::sync::watch;
 
+pub use cache::Slim;
 pub use cache::consistency::compare_resource_versions;
 pub use cache::list_watch::{InitialList, Source, WATCH_TIMEOUT, list_watch};
 pub use error::Error;

@@ -22,11 +22,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
 use kube::runtime::watcher::{Error, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+
+use super::Slim;
 
 /// Objects per list page (client-go's pager default).
 const PAGE_SIZE: u32 = 500;
@@ -77,20 +79,41 @@ pub trait Source: Send + Sync + 'static {
     ) -> impl Future<Output = kube::Result<Changes<Self::Object>>> + Send;
 }
 
-impl<K> Source for Api<K>
+/// The API server, read [`Slim`]: the objects come without what no cache keeps.
+impl<K> Source for Api<Slim<K>>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     type Object = K;
 
     async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<K>> {
-        Api::list(self, params).await
+        let ObjectList {
+            types,
+            metadata,
+            items,
+        } = Api::list(self, params).await?;
+        let items = items.into_iter().map(|Slim(object)| object).collect();
+        Ok(ObjectList {
+            types,
+            metadata,
+            items,
+        })
     }
 
     async fn watch(&self, params: &WatchParams, version: &str) -> kube::Result<Changes<K>> {
-        Api::watch(self, params, version)
-            .await
-            .map(StreamExt::boxed)
+        let changes = Api::watch(self, params, version).await?;
+        Ok(changes.map_ok(unwrapped).boxed())
+    }
+}
+
+/// The event with its object out of [`Slim`].
+fn unwrapped<K>(event: WatchEvent<Slim<K>>) -> WatchEvent<K> {
+    match event {
+        WatchEvent::Added(Slim(object)) => WatchEvent::Added(object),
+        WatchEvent::Modified(Slim(object)) => WatchEvent::Modified(object),
+        WatchEvent::Deleted(Slim(object)) => WatchEvent::Deleted(object),
+        WatchEvent::Bookmark(bookmark) => WatchEvent::Bookmark(bookmark),
+        WatchEvent::Error(status) => WatchEvent::Error(status),
     }
 }
 

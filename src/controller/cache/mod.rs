@@ -2,7 +2,8 @@
 //! (its TidalSchedulers and calendar caches), the watch itself ([`list_watch`]), the records
 //! that let a reconcile read its own writes ([`consistency`]), and the targets'
 //! resourceVersions and HPAs that spare a Scale-mode trigger its reads ([`target_versions`],
-//! kept as each [`watched`] kind holds them).
+//! kept as each [`watched`] kind holds them), all read off the wire without what no cache keeps
+//! ([`wire`]).
 
 pub(crate) mod calendars;
 pub(crate) mod consistency;
@@ -10,5 +11,7 @@ pub(crate) mod list_watch;
 mod scope;
 pub(crate) mod target_versions;
 mod watched;
+mod wire;
 
 pub(crate) use scope::{Scope, slim_scheduler};
+pub use wire::Slim;

@@ -8,6 +8,7 @@ use kube::runtime::reflector;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
+use super::Slim;
 use super::calendars::CalendarCaches;
 use crate::api::{ClusterTidalCalendar, FRAMEWORK_LABELS, TidalCalendar, TidalScheduler};
 
@@ -18,8 +19,8 @@ pub type CalendarChanges<K> = BoxStream<'static, Result<K, watcher::Error>>;
 pub struct Scope {
     /// The namespace watched, or `None` for all.
     pub namespace: Option<String>,
-    /// Its TidalSchedulers.
-    pub objects: Api<TidalScheduler>,
+    /// Its TidalSchedulers, read [`Slim`].
+    pub objects: Api<Slim<TidalScheduler>>,
     /// Its calendar caches, read by reconciles.
     pub calendars: CalendarCaches,
     /// The changes of its TidalCalendars, once each is in the cache.

@@ -27,6 +27,7 @@ use kube::{Api, Client, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::task::AbortHandle;
 
+use super::Slim;
 use super::watched::{Held, Name, Watched, follow};
 use crate::sync::lock;
 
@@ -248,7 +249,7 @@ impl TargetVersions {
         let Watching::On { client, .. } = &self.watching else {
             return;
         };
-        let api: Api<K> = match scope {
+        let api: Api<Slim<K>> = match scope {
             None => Api::all_with(client.clone(), resource),
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
         };

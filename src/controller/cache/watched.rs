@@ -12,6 +12,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use serde::de::DeserializeOwned;
 
+use super::Slim;
 use super::consistency::compare_resource_versions;
 use crate::sync::lock;
 
@@ -136,10 +137,11 @@ fn keep_newest<T>(objects: &mut BTreeMap<Name, Held<T>>, name: Name, held: Held<
     }
 }
 
-/// Feeds `watched` from a watch of `api` (retried with backoff), forever, keeping of each
-/// object what `keep` returns. `what` names the kind in the log line of a failure.
+/// Feeds `watched` from a watch of `api` (retried with backoff, objects read [`Slim`]),
+/// forever, keeping of each object what `keep` returns. `what` names the kind in the log
+/// line of a failure.
 pub async fn follow<K, T>(
-    api: Api<K>,
+    api: Api<Slim<K>>,
     config: watcher::Config,
     what: String,
     watched: Arc<Mutex<Watched<T>>>,
@@ -153,7 +155,7 @@ pub async fn follow<K, T>(
         .for_each(|event| {
             let mut watched = lock(&watched);
             match event {
-                Ok(event) => watched.apply(kept(event, keep)),
+                Ok(event) => watched.apply(kept(event, |Slim(object)| keep(object))),
                 Err(error) => {
                     if watched.failed() {
                         tracing::warn!(resource = %what, %error,
@@ -167,7 +169,7 @@ pub async fn follow<K, T>(
 }
 
 /// The event with `keep` applied to its object.
-fn kept<K, U>(event: Event<K>, keep: fn(K) -> U) -> Event<U> {
+fn kept<K, U>(event: Event<K>, keep: impl Fn(K) -> U) -> Event<U> {
     match event {
         Event::Apply(object) => Event::Apply(keep(object)),
         Event::Delete(object) => Event::Delete(keep(object)),
