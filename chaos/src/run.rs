@@ -68,7 +68,8 @@ impl Patience {
         }
     }
 
-    /// How long to wait for every object's first trigger before any fault.
+    /// How long to wait, beyond one period of the workload, for every object's first
+    /// trigger before any fault.
     pub fn steady(self) -> Duration {
         match self {
             Patience::Strict => Duration::from_secs(120),
@@ -159,16 +160,22 @@ pub async fn run_mixed(
         }
     }
     let started = Timestamp::now();
+    // A workload's first trigger may be a whole period away (`--period 120`), and its
+    // writes take their burst after that.
+    let period = Duration::from_secs(workload.period.into());
     let steady = limits.patience.steady();
-    if !observer.wait_applied_after(&names, started, steady).await {
+    if !observer
+        .wait_applied_after(&names, started, steady + period)
+        .await
+    {
         return Err(format!(
-            "no steady state within {steady:?}: not every object had a trigger"
+            "no steady state within {:?}: not every object had a trigger",
+            steady + period
         ));
     }
     let from = Timestamp::now();
     // One burst of the workload's writes without a fault: what this cluster needs for
     // it (10,000 objects take an API server tens of seconds) is added to every bound.
-    let period = Duration::from_secs(workload.period.into());
     if !observer
         .wait_applied_after(&names, from, steady + period)
         .await
