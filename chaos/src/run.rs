@@ -162,27 +162,18 @@ pub async fn run_mixed(
     let started = Timestamp::now();
     // A workload's first trigger may be a whole period away (`--period 120`), and its
     // writes take their burst after that.
-    let period = Duration::from_secs(workload.period.into());
-    let steady = limits.patience.steady();
-    if !observer
-        .wait_applied_after(&names, started, steady + period)
-        .await
-    {
+    let steady = limits.patience.steady() + Duration::from_secs(workload.period.into());
+    if !observer.wait_applied_after(&names, started, steady).await {
         return Err(format!(
-            "no steady state within {:?}: not every object had a trigger",
-            steady + period
+            "no steady state within {steady:?}: not every object had a trigger"
         ));
     }
     let from = Timestamp::now();
     // One burst of the workload's writes without a fault: what this cluster needs for
     // it (10,000 objects take an API server tens of seconds) is added to every bound.
-    if !observer
-        .wait_applied_after(&names, from, steady + period)
-        .await
-    {
+    if !observer.wait_applied_after(&names, from, steady).await {
         return Err(format!(
-            "no burst without a fault within {:?} of the steady state",
-            steady + period
+            "no burst without a fault within {steady:?} of the steady state"
         ));
     }
     let burst = observer.burst_after(from);
