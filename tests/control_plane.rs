@@ -363,3 +363,100 @@ fn no_orphans_when_the_test_process_dies() {
         );
     }
 }
+
+/// Runs node.sh's `claim_machine` for `dir` on behalf of `owner`, with the machine's
+/// marker at `marker`, waiting at most `wait` seconds for another node.
+fn claim(marker: &Path, dir: &Path, owner: u32, wait: u32) -> std::process::Output {
+    let claim = r#"
+        here="$1"; dir="$2"
+        log() { echo "up: $*" >&2; }
+        fail() { log "$*"; return 1; }
+        . "$here/common.sh"
+        . "$here/node.sh"
+        claim_machine
+    "#;
+    Command::new("bash")
+        .args(["-c", claim, "claim"])
+        .arg(script(""))
+        .arg(dir)
+        .env("TIDAL_NODE_MARKER", marker)
+        .env("TIDAL_NODE_OWNER", owner.to_string())
+        .env("TIDAL_NODE_WAIT", wait.to_string())
+        .output()
+        .expect("run claim_machine")
+}
+
+/// The directory the machine's marker names.
+fn claimant(marker: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(marker).expect("read the marker");
+    PathBuf::from(text.lines().next().expect("the marker names a directory"))
+}
+
+#[test]
+fn one_node_per_machine_waits_for_a_live_owner_and_takes_over_from_a_dead_one() {
+    let scratch = scratch_dir("claim");
+    let marker = scratch.join("node");
+    let [other, mine, gone] = ["other", "mine", "gone"].map(|name| {
+        let dir = scratch.join(name);
+        std::fs::create_dir_all(&dir).expect("create a node directory");
+        dir
+    });
+    let me = std::process::id();
+    let stderr =
+        |output: &std::process::Output| String::from_utf8_lossy(&output.stderr).into_owned();
+
+    // Another node, whose owner runs.
+    let mut owner = Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("spawn sleep");
+    let claimed = claim(&marker, &other, owner.id(), 1);
+    assert!(claimed.status.success(), "{}", stderr(&claimed));
+    assert_eq!(claimant(&marker), other);
+
+    // It is waited for, then refused with a message that names it.
+    let refused = claim(&marker, &mine, me, 2);
+    assert!(
+        !refused.status.success(),
+        "claimed a machine whose node runs"
+    );
+    assert!(
+        stderr(&refused).contains(&format!(
+            "another node runs on this machine ({}",
+            other.display()
+        )),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(claimant(&marker), other);
+
+    // Its owner ends, no reaper tears it down: it is stopped and the machine taken over.
+    owner.kill().expect("kill the owner");
+    owner.wait().expect("reap the owner");
+    let taken = claim(&marker, &mine, me, 120);
+    assert!(taken.status.success(), "{}", stderr(&taken));
+    assert!(
+        stderr(&taken).contains("outlived its owner"),
+        "{}",
+        stderr(&taken)
+    );
+    assert_eq!(claimant(&marker), mine);
+
+    // A node whose directory is gone is taken over at once.
+    std::fs::remove_dir(&gone).expect("remove a node directory");
+    std::fs::write(&marker, format!("{}\n", gone.display())).expect("write the marker");
+    let taken = claim(&marker, &other, me, 120);
+    assert!(taken.status.success(), "{}", stderr(&taken));
+    assert_eq!(claimant(&marker), other);
+
+    // Two claimants of a free machine: exactly one gets it.
+    std::fs::remove_file(&marker).expect("free the machine");
+    let [first, second] = [&other, &mine].map(|dir| {
+        let (marker, dir) = (marker.clone(), dir.clone());
+        std::thread::spawn(move || claim(&marker, &dir, me, 3))
+    });
+    let outcomes = [first, second].map(|claimant| claimant.join().expect("claimant thread"));
+    let winners = outcomes.iter().filter(|o| o.status.success()).count();
+    assert_eq!(winners, 1, "{:?}", outcomes.each_ref().map(stderr));
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -124,6 +124,8 @@ fn run(program: &str, args: &[&str]) -> String {
 
 #[test]
 fn down_leaves_nothing_of_the_node_behind() {
+    // The tools the check reads the machine with (iptables-save, nft) come with the node's.
+    common::packages::ensure(common::packages::Packages::Node).expect("the node's packages");
     // A node of an earlier test binary may still be being torn down by its reaper.
     blocking_eventually(
         Duration::from_secs(120),

@@ -25,26 +25,79 @@ node_paths=(/var/lib/kubelet /var/log/containers /var/log/pods /run/netns /run/c
 
 is_node() { [ -f "$dir/node.mode" ]; }
 
-# The machine's node: the DIR of the one running (up.sh --node writes it, down.sh
-# removes it last).
-node_marker=/run/tidal-scheduler-node
+# The machine's node: the DIR of the one running, and on a second line its owner's
+# identity (up.sh --node writes it, down.sh removes it last). TIDAL_NODE_MARKER moves it
+# (the harness's own tests).
+node_marker="${TIDAL_NODE_MARKER:-/run/tidal-scheduler-node}"
+# How long up.sh --node waits for another node whose owner still runs (seconds).
+node_wait="${TIDAL_NODE_WAIT:-1800}"
 
-# Waits until no other DIR's node runs on this machine (e.g. one a test binary's reaper
-# is still tearing down), then claims the machine for DIR.
+# "PID START" of a live process (START: its start time in clock ticks, so that a
+# recycled pid never passes for it).
+process_identity() { # pid
+  local stat
+  stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+  # shellcheck disable=SC2086 # the fields after "PID (COMM) ": STATE ... START (22nd)
+  set -- ${stat##*) }
+  [ "$1" != Z ] || return 1
+  echo "${stat%% *} ${20}"
+}
+
+# Whether the owner a marker names still runs (an unknown owner counts as running).
+owner_runs() { # "PID START"
+  [ -z "$1" ] || [ "$(process_identity "${1%% *}")" = "$1" ]
+}
+
+# Whether a down.sh of DIR runs (a reaper tearing a node down after its owner ended).
+teardown_runs() { # dir
+  pgrep -f -- "down.sh $1\$" >/dev/null
+}
+
+# Claims the machine for DIR on behalf of its owner (TIDAL_NODE_OWNER, or up.sh's
+# caller: the test process). The node lives as long as its owner: another DIR's node
+# is waited for while its owner runs (at most TIDAL_NODE_WAIT seconds) or a down.sh
+# tears it down; one that outlived its owner (whose reaper was killed too) is stopped
+# here with down.sh. Idempotent.
 claim_machine() {
-  local other deadline=$((SECONDS + timeout))
-  while other="$(cat "$node_marker" 2>/dev/null)" && [ -n "$other" ] && [ "$other" != "$dir" ]; do
-    if [ ! -d "$other" ]; then
-      log "the node of $other is gone (its directory too); taking over"
-      break
+  local lock marker other owner stopped="" since="" noted=$SECONDS
+  local deadline=$((SECONDS + node_wait)) identity
+  identity="$(process_identity "${TIDAL_NODE_OWNER:-$PPID}")" ||
+    { fail "the node's owner (pid ${TIDAL_NODE_OWNER:-$PPID}) does not run"; return; }
+  exec {lock}>>"$node_marker.lock"
+  while :; do
+    flock "$lock"
+    marker="$(cat "$node_marker" 2>/dev/null || true)"
+    other="${marker%%$'\n'*}"
+    owner=""
+    [ "$marker" = "$other" ] || owner="${marker#*$'\n'}"
+    if [ -n "$other" ] && [ "$other" != "$dir" ] && [ -d "$other" ] && [ "$other" != "$stopped" ]; then
+      flock -u "$lock"
+    else
+      [ -z "$other" ] || [ "$other" = "$dir" ] || [ "$other" = "$stopped" ] ||
+        log "the node of $other is gone (its directory too); taking over"
+      printf '%s\n%s\n' "$dir" "$identity" >"$node_marker"
+      exec {lock}>&-
+      return 0
     fi
-    if [ $SECONDS -ge $deadline ]; then
-      fail "another node runs on this machine ($other); stop it with down.sh $other"
-      return
+    if owner_runs "$owner" || teardown_runs "$other"; then
+      since=""
+      if [ $SECONDS -ge $deadline ]; then
+        exec {lock}>&-
+        fail "another node runs on this machine ($other, owner pid ${owner%% *}) for more than ${node_wait}s (TIDAL_NODE_WAIT); stop it with down.sh $other"
+        return
+      fi
+      if [ $SECONDS -ge $noted ]; then
+        log "waiting for the node of $other (its owner, pid ${owner%% *}, runs)"
+        noted=$((SECONDS + 60))
+      fi
+    elif [ $((SECONDS - ${since:=$SECONDS})) -ge 10 ]; then
+      # Its owner ended 10 s ago and no reaper tears it down.
+      log "the node of $other outlived its owner (pid ${owner%% *}); stopping it"
+      "$here/down.sh" "$other" || log "down.sh $other failed; taking over all the same"
+      stopped="$other"
     fi
     sleep 0.5
   done
-  echo "$dir" >"$node_marker"
 }
 
 # The VM's primary address (kubelet refuses a loopback node IP).
@@ -483,13 +536,27 @@ stop_node() {
   remove_containers
   stop containerd
   kill_shims
-  unmount_node
-  remove_network
-  remove_packet_filtering
-  remove_cgroups
-  if [ -f "$dir/machine-before/recorded" ]; then
-    restore_machine_state
-  fi
+  release_machine
   rm -f "$dir/node.env"
-  [ "$(cat "$node_marker" 2>/dev/null)" != "$dir" ] || rm -f "$node_marker"
+}
+
+# Undoes what the node changed on the machine and frees it — unless the machine
+# belongs to another node by now (down.sh run again after another up.sh --node claimed
+# it). Holds the marker's lock meanwhile, so that no node claims the machine half undone.
+release_machine() {
+  local lock holder
+  exec {lock}>>"$node_marker.lock"
+  flock "$lock"
+  holder="$(head -n 1 "$node_marker" 2>/dev/null || true)"
+  if [ -n "$holder" ] && [ "$holder" != "$dir" ]; then
+    log "the machine belongs to the node of $holder: leaving it as it is"
+  else
+    unmount_node
+    remove_network
+    remove_packet_filtering
+    remove_cgroups
+    [ ! -f "$dir/machine-before/recorded" ] || restore_machine_state
+    rm -f "$node_marker"
+  fi
+  exec {lock}>&-
 }

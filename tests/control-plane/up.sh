@@ -26,6 +26,11 @@
 #   TIDAL_CONTROL_PLANE_BIN  directory with etcd and kube-apiserver (default: what
 #                            provision.sh prints, building them if needed)
 #   TIDAL_READY_TIMEOUT      seconds to wait for each component (default 90)
+#   TIDAL_NODE_OWNER         --node: the pid the node belongs to (default: up.sh's
+#                            caller). Another up.sh --node waits while that process
+#                            runs (or a down.sh tears the node down), at most
+#                            TIDAL_NODE_WAIT seconds (default 1800), and stops a node
+#                            that outlived its owner
 #   TIDAL_HPA_SYNC_PERIOD    --node: kube-controller-manager's HPA sync period (default
 #                            2s, so that tests see HPAs act quickly; Kubernetes' is 15s)
 #   TIDAL_TRACING_ENDPOINT   host:port of an OTLP/gRPC collector: kube-apiserver and
@@ -368,6 +373,9 @@ EOF
   mv "$dir/kubeconfig.tmp" "$dir/kubeconfig"
 }
 
+if is_node; then
+  claim_machine || exit 1
+fi
 make_certificates
 ! is_node || make_node_certificates
 # Ports are checked free just before use, but another process (another control
