@@ -442,6 +442,21 @@ fn one_node_per_machine_waits_for_a_live_owner_and_takes_over_from_a_dead_one() 
     );
     assert_eq!(claimant(&marker), mine);
 
+    // Claiming it again (a component's restart by another process) keeps its owner.
+    let owned = std::fs::read_to_string(&marker).expect("read the marker");
+    let mut restarter = Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("spawn sleep");
+    let again = claim(&marker, &mine, restarter.id(), 1);
+    restarter.kill().expect("kill sleep");
+    restarter.wait().expect("reap sleep");
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        std::fs::read_to_string(&marker).expect("read the marker"),
+        owned
+    );
+
     // A node whose directory is gone is taken over at once.
     std::fs::remove_dir(&gone).expect("remove a node directory");
     std::fs::write(&marker, format!("{}\n", gone.display())).expect("write the marker");

@@ -73,9 +73,13 @@ claim_machine() {
     if [ -n "$other" ] && [ "$other" != "$dir" ] && [ -d "$other" ] && [ "$other" != "$stopped" ]; then
       flock -u "$lock"
     else
-      [ -z "$other" ] || [ "$other" = "$dir" ] || [ "$other" = "$stopped" ] ||
-        log "the node of $other is gone (its directory too); taking over"
-      printf '%s\n%s\n' "$dir" "$identity" >"$node_marker"
+      # Claimed already (a restart of a component, a retry on other ports): the owner
+      # stays the one that started the node.
+      [ "$other" = "$dir" ] || {
+        [ -z "$other" ] || [ "$other" = "$stopped" ] ||
+          log "the node of $other is gone (its directory too); taking over"
+        printf '%s\n%s\n' "$dir" "$identity" >"$node_marker"
+      }
       exec {lock}>&-
       return 0
     fi
