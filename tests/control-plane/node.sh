@@ -60,9 +60,9 @@ teardown_runs() { # dir
 # here with down.sh. Idempotent.
 claim_machine() {
   local lock marker other owner stopped="" since="" noted=$SECONDS
-  local deadline=$((SECONDS + node_wait)) identity
-  identity="$(process_identity "${TIDAL_NODE_OWNER:-$PPID}")" ||
-    { fail "the node's owner (pid ${TIDAL_NODE_OWNER:-$PPID}) does not run"; return; }
+  local deadline=$((SECONDS + node_wait)) owner_pid="${TIDAL_NODE_OWNER:-$PPID}" identity
+  identity="$(process_identity "$owner_pid")" ||
+    { fail "the node's owner (pid $owner_pid) does not run"; return; }
   exec {lock}>>"$node_marker.lock"
   while :; do
     flock "$lock"
