@@ -29,6 +29,8 @@ pub struct Request {
     pub name: String,
     /// The response's HTTP status; 0 while a watch is still open.
     pub code: u16,
+    /// The request's URI, e.g. `/apis/apps/v1` for discovery.
+    pub uri: String,
 }
 
 impl Request {
@@ -117,6 +119,7 @@ pub fn requests_in(log: &str) -> Vec<Request> {
                 namespace: text(&event["objectRef"]["namespace"]),
                 name: text(&event["objectRef"]["name"]),
                 code: event["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+                uri: text(&event["requestURI"]),
             })
         })
         .collect();

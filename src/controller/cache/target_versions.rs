@@ -132,6 +132,18 @@ impl TargetVersions {
         held.map(|(version, ())| version)
     }
 
+    /// Starts watching `resource` over the scope of `namespace` (if not yet), so that its
+    /// targets' versions are held before a check or write asks: a standby warms what it
+    /// will need once it leads.
+    pub fn watch_kind(&self, resource: &ApiResource, namespace: &str) {
+        self.kind(resource, namespace);
+    }
+
+    /// Starts watching the HPAs over the scope of `namespace` (if not yet).
+    pub fn watch_hpas(&self, namespace: &str) {
+        self.hpas(namespace);
+    }
+
     /// Notes the version our own write of `name` in `namespace` returned.
     pub fn wrote(&self, resource: &ApiResource, namespace: &str, name: &str, version: &str) {
         if let Some(kind) = self.kind(resource, namespace) {

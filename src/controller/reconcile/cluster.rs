@@ -63,6 +63,11 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Queues an Event about `regarding` (published in the background).
     fn event(&self, regarding: &ObjectReference, reason: Reason, note: String);
+
+    /// Prepares what `check` and `write_level` will read for the target of `object` (its
+    /// kind's discovery, the watches of its kind and of the HPAs), reading no target: a
+    /// standby's work, so that a takeover does not start by reading every one. Best effort.
+    fn warm(&self, object: &TidalScheduler) -> impl Future<Output = ()> + Send;
 }
 
 /// The cluster behind a Kubernetes client.
@@ -140,6 +145,25 @@ impl Cluster for KubeCluster {
 
     fn event(&self, regarding: &ObjectReference, reason: Reason, note: String) {
         self.events.send(regarding, reason, note);
+    }
+
+    async fn warm(&self, object: &TidalScheduler) {
+        let Some(namespace) = object.metadata.namespace.as_deref() else {
+            return;
+        };
+        match self
+            .targets
+            .resolve(&object.spec.target_ref, namespace)
+            .await
+        {
+            Ok(target) => {
+                let strategy = Strategy::of(object.spec.apply, &target);
+                self.targets.warm(&target, strategy);
+            }
+            Err(problem) => {
+                tracing::debug!(tidal = %ObjectName::of(object), problem = %problem.message, "target not warmed");
+            }
+        }
     }
 }
 

@@ -58,6 +58,8 @@ struct State {
     /// Status writes still to fail with a 500.
     failing_status_writes: usize,
     writes: Vec<Accepted>,
+    /// The objects whose targets were warmed, in order.
+    warmed: Vec<String>,
 }
 
 impl State {
@@ -116,6 +118,11 @@ impl FakeCluster {
     /// Makes the next `count` status writes fail with a 500 (unapplied).
     pub fn fail_status_writes(&self, count: usize) {
         lock(&self.state).failing_status_writes = count;
+    }
+
+    /// The objects whose targets were warmed since the last call.
+    pub fn take_warmed(&self) -> Vec<String> {
+        std::mem::take(&mut lock(&self.state).warmed)
     }
 
     /// The writes accepted since the last call.
@@ -235,5 +242,10 @@ impl Cluster for FakeCluster {
         lock(&self.state)
             .writes
             .push(Accepted::Event { reason, note });
+    }
+
+    async fn warm(&self, object: &TidalScheduler) {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        lock(&self.state).warmed.push(name);
     }
 }

@@ -74,6 +74,7 @@ pub async fn reconcile<C: Cluster>(
     let _counted = ctx.in_flight.enter();
     let started = Instant::now();
     let (result, ended) = if !ctx.gate.is_open() {
+        ctx.cluster.warm(&object).await;
         (Ok(not_acting(&ctx)), ReconcileResult::NotLeading)
     } else {
         let key = ObjectKey::of(&object);

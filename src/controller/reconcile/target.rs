@@ -72,13 +72,17 @@ impl Target {
 /// A discovered kind: its resource and whether it has `/scale`; `None` when unknown.
 type Discovered = Option<(ApiResource, bool)>;
 
-/// Discovered kinds and when they were looked up.
-type KindCache = HashMap<GroupVersionKind, (Instant, Discovered)>;
+/// The last lookup of each kind: when, and what it found or why it failed (a transient
+/// failure, reported to the lookups that waited for it).
+type KindCache = HashMap<GroupVersionKind, (Instant, Result<Discovered, String>)>;
 
 /// Resolves, checks and scales targets; remembers discovered kinds.
 pub struct Targets {
     client: Client,
     kinds: Mutex<KindCache>,
+    /// Held while a kind is looked up, so that the reconciles of a burst needing the same
+    /// unknown kind send one discovery request, not one each (64 at a takeover).
+    discovering: tokio::sync::Mutex<()>,
     versions: TargetVersions,
 }
 
@@ -89,6 +93,7 @@ impl Targets {
         Targets {
             client,
             kinds: Mutex::new(HashMap::new()),
+            discovering: tokio::sync::Mutex::new(()),
             versions,
         }
     }
@@ -110,31 +115,9 @@ impl Targets {
     }
 
     async fn kind(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), ApplyProblem> {
-        let cached = self.lock_kinds().get(gvk).cloned();
-        let found = match cached {
-            Some((since, found)) if since.elapsed() < ttl(&found) => found,
-            _ => {
-                let found = match kube::discovery::pinned_kind(&self.client, gvk).await {
-                    Ok((resource, capabilities)) => {
-                        let scalable = capabilities
-                            .subresources
-                            .iter()
-                            .any(|(sub, _)| sub.plural == "scale");
-                        Some((resource, scalable))
-                    }
-                    Err(error) if is_transient(&error) => {
-                        return Err(failed(format!(
-                            "failed to discover {} {}: {error}",
-                            gvk.api_version(),
-                            gvk.kind
-                        )));
-                    }
-                    Err(_) => None,
-                };
-                self.lock_kinds()
-                    .insert(gvk.clone(), (Instant::now(), found.clone()));
-                found
-            }
+        let found = match self.cached_kind(gvk) {
+            Some(found) => found,
+            None => self.discover(gvk).await?,
         };
         found.ok_or_else(|| ApplyProblem {
             reason: ConditionReason::TargetNotFound,
@@ -144,6 +127,46 @@ impl Targets {
                 gvk.api_version()
             ),
         })
+    }
+
+    /// What a lookup of `gvk` found, while it is trusted.
+    fn cached_kind(&self, gvk: &GroupVersionKind) -> Option<Discovered> {
+        match self.lock_kinds().get(gvk) {
+            Some((since, Ok(found))) if since.elapsed() < ttl(found) => Some(found.clone()),
+            _ => None,
+        }
+    }
+
+    /// Looks `gvk` up by discovery, one lookup at a time: a reconcile that waited for
+    /// another's lookup takes its outcome, found or failed, instead of asking again.
+    async fn discover(&self, gvk: &GroupVersionKind) -> Result<Discovered, ApplyProblem> {
+        let asked = Instant::now();
+        let _one_at_a_time = self.discovering.lock().await;
+        match self.lock_kinds().get(gvk) {
+            Some((since, Ok(found))) if since.elapsed() < ttl(found) => {
+                return Ok(found.clone());
+            }
+            Some((since, Err(failure))) if *since >= asked => return Err(failed(failure.clone())),
+            _ => {}
+        }
+        let looked_up = match kube::discovery::pinned_kind(&self.client, gvk).await {
+            Ok((resource, capabilities)) => {
+                let scalable = capabilities
+                    .subresources
+                    .iter()
+                    .any(|(sub, _)| sub.plural == "scale");
+                Ok(Some((resource, scalable)))
+            }
+            Err(error) if is_transient(&error) => Err(format!(
+                "failed to discover {} {}: {error}",
+                gvk.api_version(),
+                gvk.kind
+            )),
+            Err(_) => Ok(None),
+        };
+        self.lock_kinds()
+            .insert(gvk.clone(), (Instant::now(), looked_up.clone()));
+        looked_up.map_err(failed)
     }
 
     fn lock_kinds(&self) -> std::sync::MutexGuard<'_, KindCache> {
@@ -177,6 +200,17 @@ impl Targets {
             Strategy::Status | Strategy::HpaFloor => Ok(Vec::new()),
             Strategy::Scale if !target.scalable => Err(not_scalable(target)),
             Strategy::Scale => self.managing_hpas(target).await,
+        }
+    }
+
+    /// Starts the watches that [`Targets::check`] and [`Targets::write`] read for
+    /// `target` under `strategy`, without reading anything itself: what a standby does, so
+    /// that its first reconciles as leader find the targets held instead of reading each.
+    pub fn warm(&self, target: &Target, strategy: Strategy) {
+        self.versions
+            .watch_kind(&target.resource, &target.namespace);
+        if strategy != Strategy::Status {
+            self.versions.watch_hpas(&target.namespace);
         }
     }
 
@@ -657,6 +691,65 @@ mod tests {
     }
 
     const WEB: &str = "/apis/apps/v1/namespaces/shop/deployments/web";
+
+    /// What `GET /apis/apps/v1` answers: Deployments, with `/scale`.
+    fn apps_v1() -> (u16, serde_json::Value) {
+        let list = json!({
+            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1",
+            "resources": [
+                { "name": "deployments", "singularName": "deployment", "namespaced": true,
+                  "kind": "Deployment", "verbs": ["get", "list", "watch", "patch"] },
+                { "name": "deployments/scale", "singularName": "", "namespaced": true,
+                  "group": "autoscaling", "version": "v1", "kind": "Scale",
+                  "verbs": ["get", "patch", "update"] },
+            ],
+        });
+        (200, list)
+    }
+
+    /// Resolves `web` eight times at once, against `answers`; the outcomes and requests.
+    async fn resolve_at_once(
+        answers: Vec<(u16, serde_json::Value)>,
+    ) -> (Vec<Result<Target, ApplyProblem>>, Vec<String>) {
+        let script = Script::default();
+        crate::sync::lock(&script.answers).extend(answers);
+        let client = Client::new(script.clone(), "default");
+        let targets = Targets::new(client, TargetVersions::off());
+        let target_ref: TargetRef = serde_json::from_value(
+            json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": "web" }),
+        )
+        .expect("a targetRef");
+        let resolves = (0..8).map(|_| targets.resolve(&target_ref, "shop"));
+        let resolved = futures::future::join_all(resolves).await;
+        (resolved, crate::sync::lock(&script.seen).clone())
+    }
+
+    #[tokio::test]
+    async fn reconciles_resolving_one_kind_at_once_send_one_discovery_request() {
+        let (resolved, seen) = resolve_at_once(vec![apps_v1()]).await;
+        for target in resolved {
+            let target = target.expect("resolved");
+            assert_eq!(
+                (target.resource.plural.as_str(), target.scalable),
+                ("deployments", true)
+            );
+        }
+        assert_eq!(seen, ["GET /apis/apps/v1 -"]);
+    }
+
+    #[tokio::test]
+    async fn reconciles_that_waited_for_a_failed_discovery_fail_without_asking_again() {
+        let unavailable = json!({
+            "apiVersion": "v1", "kind": "Status", "status": "Failure",
+            "reason": "ServiceUnavailable", "code": 503, "message": "try later",
+        });
+        let (resolved, seen) = resolve_at_once(vec![(503, unavailable)]).await;
+        for target in resolved {
+            let problem = target.expect_err("a failed discovery");
+            assert_eq!(problem.reason, ConditionReason::ApplyFailed, "{problem:?}");
+        }
+        assert_eq!(seen, ["GET /apis/apps/v1 -"]);
+    }
 
     #[tokio::test]
     async fn a_target_the_watch_holds_exists_without_a_read() {

@@ -302,6 +302,11 @@ async fn a_new_term_catches_up_the_instant_missed_between_terms() {
         .unwrap();
     assert_eq!(idle, Action::await_change(), "a standby arms no timer");
     assert_eq!(harness.cluster().take_writes(), [], "and writes nothing");
+    assert_eq!(
+        harness.cluster().take_warmed(),
+        ["web"],
+        "but warms what its first reconcile as leader will read"
+    );
 
     harness.new_term(2);
     harness.reconcile_at("2026-01-01T00:00:35Z").await.unwrap();
