@@ -137,4 +137,10 @@ async fn failover_burst() {
         "{:?}",
         report.verdict.caught_up
     );
+    // The report measures the catch-up from the takeover: every object was due in the gap.
+    let [catch_up] = report.catch_ups.as_slice() else {
+        panic!("one catch-up per leader fault: {:#?}", report.catch_ups);
+    };
+    assert!(catch_up.instants >= 1000, "{catch_up:?}");
+    assert!(catch_up.takeover > catch_up.fault, "{catch_up:?}");
 }

@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod catch_up;
 pub mod check;
 pub mod cluster;
 pub mod in_cluster;

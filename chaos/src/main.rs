@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use tidal_chaos::catch_up::describe;
 use tidal_chaos::in_cluster::Installation;
 use tidal_chaos::report::{Report, table};
 use tidal_chaos::run::{Limits, Patience, Target, run_mixed};
@@ -247,6 +248,13 @@ fn write_outputs(out: &std::path::Path, name: &str, report: &Report) -> anyhow::
 /// Prints the table; fails if any scenario did.
 fn finish(reports: &[Report]) -> anyhow::Result<()> {
     print!("{}", table(reports));
+    for report in reports.iter().filter(|r| !r.catch_ups.is_empty()) {
+        print!(
+            "{}: catch-ups\n{}",
+            report.name,
+            describe(&report.catch_ups)
+        );
+    }
     let failed: Vec<&str> = reports
         .iter()
         .filter(|r| !r.passed())

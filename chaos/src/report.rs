@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::catch_up::CatchUp;
 use crate::check::{Fault, Holding, Verdict};
 use crate::scenario::{Mode, Scenario};
 
@@ -27,6 +28,8 @@ pub struct Report {
     pub lateness: Percentiles,
     /// Failover (fault → a new holder) p50 / p99 / max, ms.
     pub failover: Percentiles,
+    /// Per leader fault: the takeover and when the instants due in the gap were applied.
+    pub catch_ups: Vec<CatchUp>,
     /// Last fault healed → every object and target at the rules' level, ms.
     pub convergence_ms: Option<f64>,
     /// One burst of the workload's writes before the first fault, first to last seen,
@@ -45,7 +48,7 @@ pub struct Report {
 }
 
 /// p50 / p99 / max of some samples (none: all zero).
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
     /// Median.
     pub p50: f64,

@@ -19,6 +19,7 @@ use tidal_harness::tide::manifest;
 use tidal_scheduler::api::{NoCalendars, TidalScheduler, validate};
 use tidal_scheduler::schedule::Tide;
 
+use crate::catch_up::catch_ups;
 use crate::check::{Observations, check, holdings};
 use crate::cluster::Cluster;
 use crate::in_cluster::{InCluster, Installation};
@@ -282,7 +283,7 @@ pub async fn run_mixed(
     let takeover = limits.patience.takeover(&timing, &verdict.failover_ms);
     let convergence_bound = takeover + burst + allowance + headroom;
     let lateness_bound = takeover + longest + burst + allowance + headroom;
-    let triggers = observations
+    let triggers: Vec<(Timestamp, f64)> = observations
         .seen
         .iter()
         .filter(|s| s.entry.schedule_time.0 > from)
@@ -291,6 +292,8 @@ pub async fn run_mixed(
             (s.entry.schedule_time.0, late.as_secs_f64() * 1000.0)
         })
         .collect();
+    let holdings = holdings(&observations.lease_updates);
+    let catch_ups = catch_ups(&faults, &holdings, &triggers);
     let failures_expected = scenarios.iter().any(|s| s.failures_expected());
     let problems = problems(
         &verdict,
@@ -309,13 +312,14 @@ pub async fn run_mixed(
         faults,
         lateness: Percentiles::of(&verdict.lateness_ms),
         failover: Percentiles::of(&verdict.failover_ms),
+        catch_ups,
         verdict,
         convergence_ms: converged.map(|d| d.as_secs_f64() * 1000.0),
         burst_ms: burst.as_secs_f64() * 1000.0,
         lateness_bound_ms: lateness_bound.as_secs_f64() * 1000.0,
         convergence_bound_ms: convergence_bound.as_secs_f64() * 1000.0,
         problems,
-        holdings: holdings(&observations.lease_updates),
+        holdings,
         triggers,
     })
 }

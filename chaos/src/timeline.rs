@@ -176,6 +176,7 @@ mod tests {
             verdict: Verdict::default(),
             lateness: Percentiles::default(),
             failover: Percentiles::default(),
+            catch_ups: Vec::new(),
             convergence_ms: Some(0.0),
             burst_ms: 20.0,
             lateness_bound_ms: 6000.0,
