@@ -336,9 +336,10 @@ async fn a_standby_watches_the_targets_before_it_leads_and_its_takeover_reads_no
         .filter(|r| r.resource == "deployments" && !r.name.is_empty())
         .collect();
     assert!(reads.is_empty(), "targets read one by one: {reads:#?}");
+    // One lookup answered (a failed one, under a very busy API server, may precede it).
     let discovery: Vec<_> = requests
         .iter()
-        .filter(|r| r.uri == "/apis/apps/v1")
+        .filter(|r| r.uri == "/apis/apps/v1" && r.code == 200)
         .collect();
     assert_eq!(discovery.len(), 1, "apps/v1 looked up once: {discovery:#?}");
 }

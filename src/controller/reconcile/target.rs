@@ -142,12 +142,13 @@ impl Targets {
     async fn discover(&self, gvk: &GroupVersionKind) -> Result<Discovered, ApplyProblem> {
         let asked = Instant::now();
         let _one_at_a_time = self.discovering.lock().await;
-        match self.lock_kinds().get(gvk) {
-            Some((since, Ok(found))) if since.elapsed() < ttl(found) => {
-                return Ok(found.clone());
-            }
-            Some((since, Err(failure))) if *since >= asked => return Err(failed(failure.clone())),
-            _ => {}
+        if let Some(found) = self.cached_kind(gvk) {
+            return Ok(found);
+        }
+        if let Some((since, Err(failure))) = self.lock_kinds().get(gvk)
+            && *since >= asked
+        {
+            return Err(failed(failure.clone()));
         }
         let looked_up = match kube::discovery::pinned_kind(&self.client, gvk).await {
             Ok((resource, capabilities)) => {
