@@ -5,7 +5,7 @@
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 
-use crate::check::{Fault, Holding};
+use crate::check::{Fault, Holding, took_over};
 use crate::report::Percentiles;
 
 /// The catch-up of one leader fault.
@@ -24,20 +24,24 @@ pub struct CatchUp {
     pub after_takeover_ms: Percentiles,
 }
 
-/// One [`CatchUp`] per fault of a leader that another replica took over from, given the
-/// Lease's holders and each applied instant with its lateness in ms.
+/// One [`CatchUp`] per fault of a leader after which a leader acted again (the takeover
+/// the failover verdict measures, [`took_over`]), given the Lease's updates and each
+/// applied instant with its lateness in ms.
 pub fn catch_ups(
     faults: &[Fault],
-    holdings: &[Holding],
+    lease_updates: &[Holding],
     triggers: &[(Timestamp, f64)],
 ) -> Vec<CatchUp> {
     faults
         .iter()
         .filter(|fault| fault.leader)
         .filter_map(|fault| {
-            let takeover = holdings
-                .iter()
-                .find(|h| h.at > fault.start && !h.holder.is_empty() && h.holder != fault.target)?;
+            let takeover = took_over(
+                lease_updates,
+                &fault.target,
+                fault.restarted_in_place,
+                fault.start,
+            )?;
             let after: Vec<f64> = triggers
                 .iter()
                 .filter(|(instant, _)| *instant > fault.start && *instant <= takeover.at)

@@ -292,8 +292,7 @@ pub async fn run_mixed(
             (s.entry.schedule_time.0, late.as_secs_f64() * 1000.0)
         })
         .collect();
-    let holdings = holdings(&observations.lease_updates);
-    let catch_ups = catch_ups(&faults, &holdings, &triggers);
+    let catch_ups = catch_ups(&faults, &observations.lease_updates, &triggers);
     let failures_expected = scenarios.iter().any(|s| s.failures_expected());
     let problems = problems(
         &verdict,
@@ -319,7 +318,7 @@ pub async fn run_mixed(
         lateness_bound_ms: lateness_bound.as_secs_f64() * 1000.0,
         convergence_bound_ms: convergence_bound.as_secs_f64() * 1000.0,
         problems,
-        holdings,
+        holdings: holdings(&observations.lease_updates),
         triggers,
     })
 }
