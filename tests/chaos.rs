@@ -143,4 +143,13 @@ async fn failover_burst() {
     };
     assert!(catch_up.instants >= 1000, "{catch_up:?}");
     assert!(catch_up.takeover > catch_up.fault, "{catch_up:?}");
+    // And, from the audit log, the new leader's status writes meanwhile: each instant due
+    // was applied by one of them.
+    let written = catch_up
+        .status_writes
+        .expect("the local control plane audits");
+    assert!(
+        written.sent - written.conflicts >= catch_up.instants,
+        "{catch_up:?}"
+    );
 }

@@ -250,9 +250,10 @@ fn finish(reports: &[Report]) -> anyhow::Result<()> {
     print!("{}", table(reports));
     for report in reports.iter().filter(|r| !r.catch_ups.is_empty()) {
         print!(
-            "{}: catch-ups\n{}",
+            "{}: catch-ups (a fault-free burst of the same writes took {:.1} s)\n{}",
             report.name,
-            describe(&report.catch_ups)
+            report.burst_ms / 1000.0,
+            describe(&report.catch_ups, report.burst_ms)
         );
     }
     let failed: Vec<&str> = reports

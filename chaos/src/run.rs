@@ -292,7 +292,14 @@ pub async fn run_mixed(
             (s.entry.schedule_time.0, late.as_secs_f64() * 1000.0)
         })
         .collect();
-    let catch_ups = catch_ups(&faults, &observations.lease_updates, &triggers);
+    let catch_ups = catch_ups(
+        &faults,
+        &observations.lease_updates,
+        &triggers,
+        observations
+            .audited
+            .then_some(observations.writes.as_slice()),
+    );
     let failures_expected = scenarios.iter().any(|s| s.failures_expected());
     let problems = problems(
         &verdict,
