@@ -219,6 +219,18 @@ async fn a_rule_fires_on_time_with_correct_fields() {
     assert_eq!(status.last_trigger_time.as_ref().unwrap().0, at);
     assert_eq!(status.history.len(), 2);
     assert_eq!(status.next_trigger_rule.as_deref(), Some("base"));
+    // As stored: an on-time entry leaves `catchUp` and `superseded` out (the CRD defaults
+    // neither), the creation's catch-up says so.
+    let resource = kube::api::ApiResource::erase::<TidalScheduler>(&());
+    let raw = Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &resource)
+        .get("web")
+        .await
+        .expect("get");
+    let history = &raw.data["status"]["history"];
+    assert_eq!(history[0]["rule"], "soon", "{history}");
+    assert_eq!(history[0].get("catchUp"), None, "{history}");
+    assert_eq!(history[0].get("superseded"), None, "{history}");
+    assert_eq!(history[1]["catchUp"], true, "{history}");
     wait_event(&env, "web", "Triggered", "rule soon set 7 replicas").await;
 }
 

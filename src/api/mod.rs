@@ -22,6 +22,16 @@ pub use validate::{FRAMEWORK_LABELS, SpecProblem, ValidSpec, validate};
 
 use kube::CustomResourceExt;
 
+/// For `skip_serializing_if`: a false flag is not written (absent reads as false).
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// For `skip_serializing_if`: a zero count is not written (absent reads as 0).
+fn is_zero(value: &i64) -> bool {
+    *value == 0
+}
+
 /// Renders the CustomResourceDefinitions (TidalScheduler, TidalCalendar,
 /// ClusterTidalCalendar) as one YAML stream (what `tidal-scheduler crd` prints).
 pub fn crd_yaml() -> String {

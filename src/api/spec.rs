@@ -14,10 +14,6 @@ fn default_history_limit() -> i32 {
     DEFAULT_HISTORY_LIMIT
 }
 
-fn is_false(value: &bool) -> bool {
-    !*value
-}
-
 /// Desired state: the workload to scale, how the level is applied, and the cron rules.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -52,7 +48,7 @@ pub struct TidalSchedulerSpec {
     pub apply: ApplyMode,
 
     /// Stops triggering while true; the next trigger keeps being computed.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "super::is_false")]
     pub suspend: bool,
 
     /// How many entries `status.history` keeps (1–100).
@@ -176,7 +172,7 @@ pub struct Rule {
     pub time_zone: Option<String>,
 
     /// Stops this rule from firing while true.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "super::is_false")]
     pub suspend: bool,
 
     /// Calendars on whose days (each read in its calendar's time zone) this rule does not

@@ -104,12 +104,12 @@ pub struct HistoryEntry {
     /// Outcome.
     pub result: TriggerResult,
     /// True when applied after its instant because no leader was acting then, or because
-    /// the object did not exist yet.
-    #[serde(default)]
+    /// the object did not exist yet; absent when false.
+    #[serde(default, skip_serializing_if = "super::is_false")]
     pub catch_up: bool,
     /// Earlier fire instants (of any rule) since the previous watermark that this trigger
-    /// replaced without applying them; exact up to 10,000.
-    #[serde(default)]
+    /// replaced without applying them; exact up to 10,000; absent when 0.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     #[schemars(range(min = 0))]
     pub superseded: i64,
     /// Details, e.g. the error of a failed attempt or the colliding rules.
@@ -180,5 +180,49 @@ impl ConditionReason {
             ConditionReason::TargetNotScalable => "TargetNotScalable",
             ConditionReason::ApplyFailed => "ApplyFailed",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn at(text: &str) -> jiff::Timestamp {
+        text.parse().expect("a timestamp")
+    }
+
+    #[test]
+    fn a_history_entry_carries_catch_up_and_superseded_only_when_set() {
+        // Each write of a status carries every entry the API server decodes, validates and
+        // stores: defaults left out make every status write of a full history cheaper.
+        let on_time = HistoryEntry::applied("odd", at("2026-12-06T23:22:00Z"));
+        let written = serde_json::to_value(&on_time).expect("serializes");
+        assert_eq!(written.get("catchUp"), None, "{written}");
+        assert_eq!(written.get("superseded"), None, "{written}");
+
+        let caught_up = HistoryEntry {
+            catch_up: true,
+            superseded: 4,
+            ..on_time
+        };
+        let written = serde_json::to_value(&caught_up).expect("serializes");
+        assert_eq!(written["catchUp"], json!(true), "{written}");
+        assert_eq!(written["superseded"], json!(4), "{written}");
+    }
+
+    #[test]
+    fn an_entry_stored_with_the_defaults_written_out_reads_as_one_without() {
+        // What releases before 0.3 wrote (and the CRD defaulted).
+        let stored = json!({
+            "rule": "odd", "scheduleTime": "2026-12-06T23:22:00Z",
+            "executionTime": "2026-12-06T23:22:00.000000Z", "replicas": 3,
+            "result": "Succeeded", "catchUp": false, "superseded": 0,
+        });
+        let read: HistoryEntry = serde_json::from_value(stored).expect("deserializes");
+        assert_eq!(
+            read,
+            HistoryEntry::applied("odd", at("2026-12-06T23:22:00Z"))
+        );
     }
 }
