@@ -99,13 +99,21 @@ pub fn catch_ups(
 /// 10000 instants due meanwhile seen applied takeover + 15.0 / 32.5 / 32.7 s (p50 / p99 /
 /// max), 1.04× the fault-free burst`: the last catch-up against `burst_ms`, what the same
 /// writes took in the same run with a leader in place (the API server's pace on this
-/// machine at the time, which varies from run to run).
+/// machine at the time, which varies from run to run; 0: not measured, no ratio).
 pub fn describe(catch_ups: &[CatchUp], burst_ms: f64) -> String {
     let seconds = |ms: f64| format!("{:.1}", ms / 1000.0);
     catch_ups
         .iter()
         .map(|c| {
             let took = c.takeover.duration_since(c.fault).as_secs_f64();
+            let pace = if burst_ms > 0.0 {
+                format!(
+                    ", {:.2}× the fault-free burst",
+                    c.after_takeover_ms.max / burst_ms
+                )
+            } else {
+                String::new()
+            };
             let written = c.status_writes.map_or(String::new(), |w| {
                 format!(
                     "; {} status writes by {} meanwhile ({} refused with 409)",
@@ -114,15 +122,13 @@ pub fn describe(catch_ups: &[CatchUp], burst_ms: f64) -> String {
             });
             format!(
                 "  fault {}, takeover {took:.1} s later by {}; {} instants due meanwhile \
-                 seen applied takeover + {} / {} / {} s (p50 / p99 / max), {:.2}× the \
-                 fault-free burst{written}\n",
+                 seen applied takeover + {} / {} / {} s (p50 / p99 / max){pace}{written}\n",
                 c.fault.strftime("%H:%M:%S%.3f"),
                 c.holder,
                 c.instants,
                 seconds(c.after_takeover_ms.p50),
                 seconds(c.after_takeover_ms.p99),
                 seconds(c.after_takeover_ms.max),
-                c.after_takeover_ms.max / burst_ms,
             )
         })
         .collect()
@@ -179,6 +185,8 @@ mod tests {
             line.ends_with("/ 30.0 s (p50 / p99 / max), 1.20× the fault-free burst\n"),
             "{line}"
         );
+        let unmeasured = describe(&caught_up, 0.0);
+        assert!(unmeasured.ends_with("(p50 / p99 / max)\n"), "{unmeasured}");
     }
 
     fn status_write(seconds: i64, replica: &str, code: u16) -> Write {
