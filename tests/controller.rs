@@ -221,8 +221,8 @@ async fn a_rule_fires_on_time_with_correct_fields() {
     assert_eq!(status.next_trigger_rule.as_deref(), Some("base"));
     // As stored: an on-time entry leaves `catchUp` and `superseded` out (the CRD defaults
     // neither), the creation's catch-up says so.
-    let resource = kube::api::ApiResource::erase::<TidalScheduler>(&());
-    let raw = Api::<DynamicObject>::namespaced_with(env.client.clone(), &env.namespace, &resource)
+    let raw = env
+        .raw_api::<TidalScheduler>()
         .get("web")
         .await
         .expect("get");

@@ -38,11 +38,6 @@ fn api_error<T: std::fmt::Debug>(result: kube::Result<T>) -> (u16, String) {
     }
 }
 
-fn tidal_schedulers(env: &TestEnv) -> Api<DynamicObject> {
-    let resource = kube::api::ApiResource::erase::<TidalScheduler>(&());
-    Api::namespaced_with(env.client.clone(), &env.namespace, &resource)
-}
-
 #[tokio::test]
 async fn crd_is_established_and_served() {
     let env = TestEnv::new().await;
@@ -65,7 +60,8 @@ async fn crd_is_established_and_served() {
     );
 
     // Short names work through discovery, like `kubectl get tides`.
-    let created = tidal_schedulers(&env)
+    let created = env
+        .raw_api::<TidalScheduler>()
         .create(
             &PostParams::default(),
             &object(valid_tidal_scheduler("web")),
@@ -109,7 +105,8 @@ async fn every_example_manifest_is_accepted() {
         }
     }
     assert!(accepted.len() >= 5, "only {accepted:?} accepted");
-    let stored = tidal_schedulers(&env)
+    let stored = env
+        .raw_api::<TidalScheduler>()
         .list(&ListParams::default())
         .await
         .expect("list");
@@ -290,7 +287,7 @@ async fn invalid_objects_are_rejected_naming_the_field() {
     ];
 
     let env = TestEnv::new().await;
-    let api = tidal_schedulers(&env);
+    let api = env.raw_api::<TidalScheduler>();
     let dry_run = PostParams {
         dry_run: true,
         ..Default::default()
@@ -510,7 +507,7 @@ async fn rbac_grants_the_controller_what_it_needs_and_nothing_more() {
     let ns = env.namespace.as_str();
 
     // Objects the controller works on, created by an admin.
-    let admin_schedulers = tidal_schedulers(&env);
+    let admin_schedulers = env.raw_api::<TidalScheduler>();
     admin_schedulers
         .create(
             &PostParams::default(),
@@ -853,7 +850,7 @@ async fn the_controller_deployment_is_accepted_and_hardened() {
 #[tokio::test]
 async fn kubectl_get_shows_the_next_trigger_instant() {
     let env = TestEnv::new().await;
-    tidal_schedulers(&env)
+    env.raw_api::<TidalScheduler>()
         .create(
             &PostParams::default(),
             &object(valid_tidal_scheduler("web")),
@@ -877,7 +874,7 @@ async fn kubectl_get_shows_the_next_trigger_instant() {
             "lastTransitionTime": "2026-01-01T00:00:00Z",
         }],
     }});
-    tidal_schedulers(&env)
+    env.raw_api::<TidalScheduler>()
         .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("patch status");

@@ -382,6 +382,17 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// The API of a namespaced kind in the test's namespace, objects read as stored (JSON,
+    /// no typed defaults): what a field left out looks like to other clients.
+    pub fn raw_api<K>(&self) -> Api<DynamicObject>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        let resource = kube::api::ApiResource::erase::<K>(&Default::default());
+        Api::namespaced_with(self.client.clone(), &self.namespace, &resource)
+    }
+
     /// Runs the product binary with `args` against this control plane (as
     /// `KUBECONFIG`), logging to `target/tmp/logs/NAMESPACE/NAME.log`.
     pub fn run_binary(&self, name: &str, args: &[&str]) -> Process {
