@@ -1,7 +1,8 @@
 //! Local mode: the harness's own control plane (etcd, kube-apiserver with an audit log),
-//! controller replicas as processes, each reaching the API server through a Toxiproxy
-//! proxy of its own and as a user of its own (impersonated, so that API Priority and
-//! Fairness can squeeze it), optionally under libfaketime. Every fault is available.
+//! controller replicas as processes, each reaching the API server as a user of its own
+//! (impersonated, so that API Priority and Fairness can squeeze it), through a Toxiproxy
+//! proxy of its own when a scenario cuts or slows connections, optionally under
+//! libfaketime. Every fault is available.
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use tidal_harness::cluster::TestEnv;
 use tidal_harness::fleet::{Clocks, Fleet, Options, Route, read_kubeconfig};
 use tidal_harness::toxiproxy::Toxic;
 
+use crate::scenario::Scenario;
 use crate::timing::LeaseTiming;
 
 /// The replicas of one scenario on the harness's control plane.
@@ -27,21 +29,27 @@ pub struct Local {
 }
 
 impl Local {
-    /// A fresh namespace on this process's control plane, Toxiproxy, and the user the
-    /// replicas will act as (bound to `cluster-admin`); no replica yet.
-    pub async fn new(timing: LeaseTiming, faked_clocks: bool) -> Result<Local, String> {
+    /// A fresh namespace on this process's control plane, the user the replicas will act
+    /// as (bound to `cluster-admin`), and what `scenarios` need of the replicas: Toxiproxy
+    /// in their path, libfaketime; no replica yet.
+    pub async fn new(timing: LeaseTiming, scenarios: &[Scenario]) -> Result<Local, String> {
         let env = TestEnv::new().await;
         let user = format!("tidal-chaos-{}", env.namespace);
         bind_cluster_admin(&env.client, &user).await?;
         let flags = timing.flags();
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        let clocks = if faked_clocks {
+        let clocks = if scenarios.iter().any(|s| s.faked_clocks()) {
             Clocks::Faked { initial: "+0" }
         } else {
             Clocks::Real
         };
+        let route = if scenarios.iter().any(|s| s.proxied()) {
+            Route::Toxiproxy
+        } else {
+            Route::Direct
+        };
         let options = Options::new("replica", &flags)
-            .route(Route::Toxiproxy)
+            .route(route)
             .clocks(clocks)
             .user(&user);
         let fleet = Fleet::new(&env, options)?;

@@ -128,10 +128,7 @@ pub async fn run_mixed(
         workload.objects = objects;
     }
     let mut cluster = match target {
-        Target::Local => {
-            let faked = scenarios.iter().any(|s| s.faked_clocks());
-            Cluster::Local(Local::new(LeaseTiming::CHAOS, faked).await?)
-        }
+        Target::Local => Cluster::Local(Local::new(LeaseTiming::CHAOS, scenarios).await?),
         Target::InCluster(installation) => {
             Cluster::InCluster(InCluster::new(installation.clone()).await?)
         }

@@ -200,6 +200,16 @@ impl Scenario {
     pub fn faked_clocks(self) -> bool {
         self == Scenario::ClockSkew
     }
+
+    /// Whether its fault is on the replicas' connections, so that they must reach the API
+    /// server through a proxy that can cut or slow them. The others connect directly: a
+    /// proxy in the path would add its own CPU and latency to what a drill measures.
+    pub fn proxied(self) -> bool {
+        matches!(
+            self,
+            Scenario::PartitionCut | Scenario::PartitionBlackHole | Scenario::SlowApiServer
+        )
+    }
 }
 
 impl std::fmt::Display for Scenario {
