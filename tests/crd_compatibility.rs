@@ -7,8 +7,12 @@
 //! Both CRDs are served side by side under groups of their own (`old.compat.tidal.io`,
 //! `new.compat.tidal.io`): each is judged by a schema freshly established, with no window
 //! in which an API server still validates with the CRD it had before an update.
+//!
+//! And an object whose status the previous release's CRD stored stays writable when this
+//! tree's CRD replaces it and when it is put back (a rollback), with the status's
+//! managedFields following the schema in effect (`upgrade.compat.tidal.io`).
 
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
 use tidal_harness as common;
@@ -16,6 +20,7 @@ use tidal_harness as common;
 use common::cluster::{REPO, TestEnv, apply};
 use common::corpus::Rng;
 use common::release::{git, previous};
+use common::wait::eventually;
 
 const GROUP: &str = "scheduling.tidal.io";
 
@@ -363,4 +368,126 @@ async fn the_crd_admits_every_object_the_previous_releases_crd_admits() {
         release.version,
         broken.join("\n")
     );
+}
+
+/// The status manager's `managedFields` entry of `object`, under `f:status`.
+fn status_fields(object: &DynamicObject) -> Value {
+    object
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|entry| entry.subresource.as_deref() == Some("status"))
+        .and_then(|entry| entry.fields_v1.as_ref())
+        .map(|fields| fields.0["f:status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Writes `rule`'s `lastScheduleTime` of `name` through the status subresource as a JSON
+/// patch (as the controller does), as the manager `tidal-scheduler`; the object written.
+async fn write_rule_status(api: &Api<DynamicObject>, name: &str, rule: usize) -> DynamicObject {
+    let at = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .expect("round");
+    let patch: json_patch::Patch = serde_json::from_value(json!([{
+        "op": "replace",
+        "path": format!("/status/rules/{rule}/lastScheduleTime"),
+        "value": at.to_string(),
+    }]))
+    .expect("a JSON patch");
+    let params = PatchParams {
+        field_manager: Some("tidal-scheduler".into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Json::<()>(patch))
+        .await
+        .unwrap_or_else(|e| panic!("status write of {name}: {e}"))
+}
+
+#[tokio::test]
+async fn a_status_written_under_the_previous_releases_crd_is_written_again_after_an_upgrade_and_back()
+ {
+    // The previous release kept `status.rules` as a list-map keyed by name, so stored
+    // objects carry a managedFields entry per rule; this tree's CRD may change how the
+    // list merges (it is atomic now): the status must stay writable both ways, and the
+    // per-rule entries collapse at the first write under the new schema.
+    const UPGRADE: &str = "upgrade.compat.tidal.io";
+    let env = TestEnv::new().await;
+    let release = previous().expect("release/releases");
+    let old_crds = documents(&git_show(&release.commit, "deploy/crd.yaml"));
+    let new_crds = documents(
+        &std::fs::read_to_string(format!("{REPO}/deploy/crd.yaml")).expect("deploy/crd.yaml"),
+    );
+    install(&env, &old_crds, UPGRADE).await;
+    let api = api(&env, &old_crds, UPGRADE, "TidalScheduler");
+    let name = "upgraded";
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{UPGRADE}/v1alpha1"),
+        "kind": "TidalScheduler",
+        "metadata": { "name": name },
+        "spec": {
+            "targetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": "web" },
+            "triggers": { "times": { "rules": [
+                { "name": "day", "cron": "CRON_TZ=UTC 0 0 8 * * *", "replicas": 5 },
+                { "name": "night", "cron": "CRON_TZ=UTC 0 0 20 * * *", "replicas": 1 },
+            ] } },
+        },
+    }))
+    .expect("an object");
+    api.create(&PostParams::default(), &object)
+        .await
+        .expect("create under the previous release's CRD");
+    let status = json!({ "status": { "rules": [
+        { "name": "day", "lastScheduleTime": "2026-12-07T08:00:00Z" },
+        { "name": "night", "lastScheduleTime": "2026-12-06T20:00:00Z" },
+    ] } });
+    let params = PatchParams {
+        field_manager: Some("tidal-scheduler".into()),
+        ..PatchParams::default()
+    };
+    let written = api
+        .patch_status(name, &params, &Patch::Merge(&status))
+        .await
+        .expect("status write under the previous release's CRD");
+    let rules = status_fields(&written)["f:rules"].clone();
+    let per_rule = |rules: &Value| {
+        rules
+            .as_object()
+            .is_some_and(|keys| keys.keys().any(|key| key.starts_with("k:")))
+    };
+    let old_is_a_map = per_rule(&rules);
+
+    install(&env, &new_crds, UPGRADE).await;
+    let new_is_a_map = new_crds.iter().any(|crd| {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["properties"]["rules"]["x-kubernetes-list-type"]
+            == "map"
+    });
+    // The API server takes up an updated CRD's schema shortly after it is applied: write
+    // until a write is judged by it (every write must succeed meanwhile).
+    eventually("a status write under this tree's CRD", || async {
+        let written = write_rule_status(&api, name, 0).await;
+        let rules = status_fields(&written)["f:rules"].clone();
+        if per_rule(&rules) == new_is_a_map {
+            Ok(())
+        } else {
+            Err(format!("the status manager's f:rules: {rules}"))
+        }
+    })
+    .await;
+
+    install(&env, &old_crds, UPGRADE).await;
+    eventually(
+        "a status write back under the previous release's CRD",
+        || async {
+            let written = write_rule_status(&api, name, 1).await;
+            let rules = status_fields(&written)["f:rules"].clone();
+            if per_rule(&rules) == old_is_a_map {
+                Ok(())
+            } else {
+                Err(format!("the status manager's f:rules: {rules}"))
+            }
+        },
+    )
+    .await;
 }
