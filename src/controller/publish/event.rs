@@ -1,8 +1,11 @@
 //! Kubernetes Events, sent off the reconcile path: a reconcile queues them and one
 //! background task publishes them (like client-go's event broadcaster) once no reconcile
 //! has run for [`QUIET`] — or at the latest [`MAX_DEFERRAL`] after they were queued — so a
-//! burst of triggers does not compete with as many Event writes. A full queue drops events.
+//! burst of triggers does not compete with as many Event writes. A full queue drops events,
+//! and says so twice: at the first drop, and with the number dropped once it drains.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -17,7 +20,7 @@ use crate::controller::publish::recorder::{Recorder, Reporter};
 use crate::election::WriteGate;
 use crate::task::{self, Task};
 
-/// Events waiting to be published; beyond this they are dropped (and logged).
+/// Events waiting to be published; beyond this they are dropped (and counted).
 const QUEUE: usize = 4096;
 
 /// Longest an Event waits for the reconciles to go quiet: long enough that a burst's
@@ -41,6 +44,7 @@ struct Queued {
 pub struct EventSink {
     queue: mpsc::Sender<Queued>,
     dropped: DroppedEvents,
+    overflow: Overflow,
 }
 
 impl EventSink {
@@ -55,6 +59,8 @@ impl EventSink {
         dropped: DroppedEvents,
     ) -> (EventSink, Task) {
         let sink_dropped = dropped.clone();
+        let overflow = Overflow::default();
+        let drained = overflow.clone();
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
         let mut recorder = Recorder::new(client, reporter);
         let publisher = async move {
@@ -66,6 +72,7 @@ impl EventSink {
                     since,
                 } = queued;
                 reconciles.quiet(QUIET, since + MAX_DEFERRAL).await;
+                drained.summarise();
                 let note = truncate(note, 1024);
                 match gate.guard(recorder.publish(&reference, reason, note)).await {
                     Ok(Ok(())) => {}
@@ -83,6 +90,7 @@ impl EventSink {
         let sink = EventSink {
             queue,
             dropped: sink_dropped,
+            overflow,
         };
         (sink, task::spawn("event publisher", publisher))
     }
@@ -97,7 +105,37 @@ impl EventSink {
         };
         if self.queue.try_send(queued).is_err() {
             self.dropped.count("queue_full");
-            tracing::warn!(reason = reason.as_str(), "event queue full: event dropped");
+            self.overflow.dropped(reason);
+        }
+    }
+}
+
+/// The Events dropped since the queue last overflowed: a burst of 10,000 triggers drops
+/// some 6,000, and a line for each would flood the log.
+#[derive(Clone, Default)]
+struct Overflow(Arc<AtomicU64>);
+
+impl Overflow {
+    /// Counts a drop; the first of an overflow is logged.
+    fn dropped(&self, reason: Reason) {
+        if self.0.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(
+                reason = reason.as_str(),
+                capacity = QUEUE,
+                "event queue full: dropping events until it drains"
+            );
+        }
+    }
+
+    /// Logs how many were dropped, if any, and starts counting afresh: called when the
+    /// publisher resumes, after the reconciles went quiet.
+    fn summarise(&self) {
+        let dropped = self.0.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "event queue drained: events were dropped while it was full"
+            );
         }
     }
 }
@@ -112,4 +150,84 @@ fn truncate(mut text: String, max: usize) -> String {
         text.truncate(end);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::{Arc, Mutex};
+
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use tokio::sync::mpsc;
+
+    use super::{EventSink, Overflow};
+    use crate::controller::publish::metrics::DroppedEvents;
+    use crate::controller::publish::reason::Reason;
+
+    /// The log lines written while `run` runs.
+    fn logged(run: impl FnOnce()) -> Vec<String> {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl io::Write for Lines {
+            fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+                crate::sync::lock(&self.0).extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, run);
+        let text = String::from_utf8(crate::sync::lock(&lines.0).clone()).unwrap();
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn a_full_queue_logs_its_first_drop_and_not_the_others() {
+        let (queue, _pending) = mpsc::channel(1);
+        let sink = EventSink {
+            queue,
+            dropped: DroppedEvents::default(),
+            overflow: Overflow::default(),
+        };
+        let lines = logged(|| {
+            for _ in 0..5 {
+                sink.send(
+                    &ObjectReference::default(),
+                    Reason::Triggered,
+                    String::new(),
+                );
+            }
+        });
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("event queue full"), "{lines:?}");
+        assert_eq!(
+            sink.overflow.0.load(std::sync::atomic::Ordering::Relaxed),
+            4
+        );
+    }
+
+    #[test]
+    fn a_drained_queue_logs_how_many_were_dropped_once() {
+        let overflow = Overflow::default();
+        let lines = logged(|| {
+            overflow.summarise();
+            for _ in 0..3 {
+                overflow.dropped(Reason::CaughtUp);
+            }
+            overflow.summarise();
+            overflow.summarise();
+            overflow.dropped(Reason::CaughtUp);
+        });
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("event queue full") && lines[0].contains("CaughtUp"));
+        assert!(lines[1].contains("dropped=3"), "{lines:?}");
+        assert!(lines[2].contains("event queue full"), "{lines:?}");
+    }
 }
