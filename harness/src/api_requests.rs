@@ -98,6 +98,10 @@ impl Requests {
                 (each, format!("{verb} {resource}: {each:.2}"))
             })
             .collect();
+        if rows.is_empty() {
+            // A float sum of nothing is -0.0, which would print as "-0.00 ()".
+            return "0.00 (none)".to_owned();
+        }
         rows.sort_by(|a, b| b.0.total_cmp(&a.0));
         let total: f64 = rows.iter().map(|(each, _)| each).sum();
         let rows: Vec<String> = rows.into_iter().map(|(_, row)| row).collect();
@@ -124,5 +128,13 @@ mod tests {
             after.per_trigger_since(&before, 20),
             "2.10 (patch_status tidalschedulers/status: 1.10, get_scale deployments/scale: 1.00)"
         );
+    }
+
+    #[test]
+    fn no_request_since_reads_as_none() {
+        let counted = Requests::parse(
+            "tidal_scheduler_api_requests_total{verb=\"replace\",resource=\"leases\",code=\"200\"} 3\n",
+        );
+        assert_eq!(counted.per_trigger_since(&counted, 10), "0.00 (none)");
     }
 }
