@@ -29,10 +29,13 @@ pub struct Node {
     pause_image: String,
 }
 
-/// This test binary's node, started on first use.
+/// This test binary's node, started on first use, with the controller's image built
+/// before it (a release build: minutes on a fresh machine), so that no test's bound
+/// includes the build and no node test runs beside it.
 pub fn node() -> &'static Node {
     static SHARED: OnceLock<Result<Node, String>> = OnceLock::new();
     let shared = SHARED.get_or_init(|| {
+        controller_image();
         let binary = std::env::current_exe().expect("current_exe");
         let binary = binary
             .file_stem()
