@@ -122,6 +122,10 @@ fn next_rejects_bad_input_with_exit_2_and_nothing_on_stdout() {
         (&["next", "CRON_TZ=UTC"], "must be followed by a space"),
         (&["next", "0 0 0 30 2 *"], "can never fire"),
         (
+            &["next", "CRON_TZ=UTC @every 0s"],
+            "@every: duration `0s` is not positive",
+        ),
+        (
             &["next", "CRON_TZ=UTC 0 0 8 * * *", "--time-zone", "UTC"],
             "time zone given twice",
         ),
@@ -266,6 +270,7 @@ spec:
       rules:
       - {name: a, cron: "CRON_TZ=Asia/Shanghai 0 0 8 * *", replicas: 3}
       - {name: b, cron: "0 0 8 * * *", timeZone: Nowhere/Town, replicas: 1}
+      - {name: c, cron: "CRON_TZ=UTC @every -1h", replicas: 2}
 "#;
     let out = binary_with_stdin(&["plan", "-f", "-"], manifest);
     assert_eq!(out.status.code(), Some(2));
@@ -274,6 +279,7 @@ spec:
         "spec.targetRef.namespace: `elsewhere` differs",
         "spec.triggers.times.rules[0] (a): expected 6 fields",
         "spec.triggers.times.rules[1] (b): unknown time zone `Nowhere/Town`",
+        "spec.triggers.times.rules[2] (c): @every: duration `-1h` is not positive",
     ] {
         assert!(err.contains(expected), "missing {expected:?} in {err}");
     }

@@ -284,6 +284,46 @@ async fn invalid_objects_are_rejected_naming_the_field() {
             |o| rules(o)[1]["timeZone"] = json!(""),
             &["spec.triggers.times.rules[1].timeZone", "at least 1 chars"],
         ),
+        (
+            "@every zero",
+            |o| rules(o)[0]["cron"] = json!("CRON_TZ=UTC @every 0s"),
+            &[
+                "spec.triggers.times.rules[0].cron",
+                "@every needs a positive duration",
+            ],
+        ),
+        (
+            "@every negative",
+            |o| rules(o)[1]["cron"] = json!("@every -1h"),
+            &[
+                "spec.triggers.times.rules[1].cron",
+                "@every needs a positive duration",
+            ],
+        ),
+        (
+            "@every zero in units",
+            |o| rules(o)[1]["cron"] = json!("@every 0h0.0m"),
+            &[
+                "spec.triggers.times.rules[1].cron",
+                "@every needs a positive duration",
+            ],
+        ),
+        (
+            "calendar name with a path in it",
+            |o| rules(o)[0]["skipDays"] = json!([{"name": "../holidays"}]),
+            &[
+                "spec.triggers.times.rules[0].skipDays[0].name",
+                "must be a DNS-1123 subdomain",
+            ],
+        ),
+        (
+            "calendar name in capitals",
+            |o| rules(o)[1]["onlyDays"] = json!([{"kind": "ClusterTidalCalendar", "name": "UK"}]),
+            &[
+                "spec.triggers.times.rules[1].onlyDays[0].name",
+                "must be a DNS-1123 subdomain",
+            ],
+        ),
     ];
 
     let env = TestEnv::new().await;
@@ -296,6 +336,13 @@ async fn invalid_objects_are_rejected_naming_the_field() {
     api.create(&dry_run, &object(valid_tidal_scheduler("valid")))
         .await
         .expect("the base object is valid");
+    // Positive durations pass the `@every` rule, sub-second ones too (robfig: one second).
+    for every in ["10s", "0.5s", "1h0m", "100ms", "0h1m", "+2s"] {
+        let mut value = valid_tidal_scheduler("every");
+        rules(&mut value)[0]["cron"] = json!(format!("CRON_TZ=UTC @every {every}"));
+        let admitted = api.create(&dry_run, &object(value)).await;
+        assert!(admitted.is_ok(), "@every {every}: {admitted:?}");
+    }
 
     let mut failures = Vec::new();
     for (index, (case, break_it, expected)) in cases.iter().enumerate() {

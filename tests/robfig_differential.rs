@@ -2,7 +2,8 @@
 //! start instants goes through both robfig (a small Go program, `tests/robfig-reference`) and
 //! our engine; results must be identical except where docs/design.md §3's DST policy deliberately
 //! differs (the first differing instant within 2 h of a UTC-offset change) or where robfig
-//! accepts an expression that can never fire (we reject it).
+//! accepts an expression that can never fire or an `@every` that is not positive (we reject
+//! both).
 
 use tidal_harness as common;
 
@@ -80,6 +81,7 @@ struct Tally {
     robfig_fractional_shift: usize,
     never_fires: usize,
     zone_deviation: usize,
+    non_positive_every: usize,
     mismatches: Vec<String>,
 }
 
@@ -134,6 +136,10 @@ fn engine_matches_robfig_except_the_documented_dst_policy() {
                 // the zone must be named, never taken from the process (docs/design.md §3).
                 tally.zone_deviation += 1;
             }
+            (Answer::Fires(_), Err(CronError::NonPositiveDuration { .. })) => {
+                // Deliberate: robfig rounds `@every 0s` and `@every -1h` up to one second.
+                tally.non_positive_every += 1;
+            }
             (Answer::Fires(_), Err(error)) => {
                 tally
                     .mismatches
@@ -181,7 +187,7 @@ fn engine_matches_robfig_except_the_documented_dst_policy() {
     eprintln!(
         "robfig differential: {} cases over {} zones {:?}; identical {}, both rejected {}, \
          DST policy {}, robfig off after a 30-minute shift {}, never-firing rejected {}, \
-         unnamed zone rejected {}, mismatches {}",
+         unnamed zone rejected {}, non-positive @every rejected {}, mismatches {}",
         cases.len(),
         zones.len(),
         kinds,
@@ -191,6 +197,7 @@ fn engine_matches_robfig_except_the_documented_dst_policy() {
         tally.robfig_fractional_shift,
         tally.never_fires,
         tally.zone_deviation,
+        tally.non_positive_every,
         tally.mismatches.len()
     );
     for mismatch in tally.mismatches.iter().take(40) {

@@ -138,8 +138,12 @@ pub struct CalendarDay {
 /// A rule's reference to a calendar.
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 pub struct CalendarRef {
-    /// Name of the calendar.
+    /// Name of the calendar: a DNS-1123 subdomain, as every Kubernetes object's name.
     #[schemars(length(min = 1, max = 253))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",
+        "message": "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit), as the name of a Kubernetes object"
+    }]))]
     pub name: String,
     /// `TidalCalendar` (default; in the rule's namespace) or `ClusterTidalCalendar`.
     #[serde(default)]

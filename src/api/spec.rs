@@ -142,6 +142,12 @@ pub struct TimeTriggers {
         "message": "no time zone: prefix cron with CRON_TZ=<IANA zone> or set timeZone",
         "fieldPath": ".cron",
         "reason": "FieldValueRequired"
+    },
+    {
+        "rule": "!self.cron.matches('(^|[ ])@every ([-].*|[+]?0|[+]?((0+([.]0*)?|[.]0+)(ns|us|µs|μs|ms|s|m|h))+)$')",
+        "message": "@every needs a positive duration (robfig/cron would fire a zero or negative one every second)",
+        "fieldPath": ".cron",
+        "reason": "FieldValueInvalid"
     }
 ]))]
 pub struct Rule {

@@ -126,6 +126,13 @@ pub enum CronError {
         /// What is wrong.
         problem: &'static str,
     },
+    /// `@every` with a zero or negative duration, which robfig/cron rounds up to one second:
+    /// a typo would fire every second.
+    #[error("@every: duration `{duration}` is not positive (it would fire every second)")]
+    NonPositiveDuration {
+        /// What was written.
+        duration: String,
+    },
     /// The fields can never match a date (e.g. 30 February).
     #[error("`{expression}` can never fire: no month it allows has such a day")]
     NeverFires {

@@ -183,6 +183,11 @@ fn parse_descriptor(body: &str) -> Result<Kind, CronError> {
                     duration: duration.to_owned(),
                     problem,
                 })?;
+            if nanos <= 0 {
+                return Err(CronError::NonPositiveDuration {
+                    duration: duration.to_owned(),
+                });
+            }
             // robfig: below one second becomes one second; otherwise whole seconds.
             let period = (nanos / NANOS_PER_SECOND).max(1);
             Kind::Every { period, anchor: 0 }
@@ -289,5 +294,18 @@ mod tests {
                 anchor: 0
             }
         );
+    }
+
+    #[test]
+    fn every_refuses_durations_that_are_not_positive() {
+        // robfig rounds them up to one second; here a typo must not fire every second.
+        for nothing in ["0", "0s", "+0h0m", "0.000s", "-0s", "-1h", "-500ms"] {
+            assert_eq!(
+                error(&format!("TZ=UTC @every {nothing}")),
+                format!(
+                    "@every: duration `{nothing}` is not positive (it would fire every second)"
+                )
+            );
+        }
     }
 }
