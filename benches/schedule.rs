@@ -1,6 +1,7 @@
 //! Schedule engine benchmarks: next fire for typical and pathological expressions, the tide
-//! level of an object with 100 rules, and the same `next` calls timed against robfig/cron
-//! v3's `Next` (the Go reference program) in the same run.
+//! level of an object with 100 rules, the plan of the costliest object a tenant can write,
+//! and the same `next` calls timed against robfig/cron v3's `Next` (the Go reference
+//! program) in the same run.
 //!
 //! `cargo bench --bench schedule` — criterion's report, then a comparison table.
 
@@ -16,6 +17,12 @@ use std::sync::Arc;
 
 use jiff::ToSpan;
 use jiff::civil::date;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use tidal_harness::tenant;
+use tidal_scheduler::api::{
+    CalendarRef, Calendars, TidalCalendar, TidalCalendarSpec, TidalScheduler, TidalSchedulerStatus,
+};
+use tidal_scheduler::controller::plan::plan_object;
 use tidal_scheduler::schedule::{Calendar, Cron, Day, Days, Rule, Tide, Zone};
 
 /// Start instant of every measurement.
@@ -166,12 +173,64 @@ fn bench_calendars(c: &mut Criterion) {
     });
 }
 
+/// The costliest object a tenant can write (`tidal_harness::tenant`): every-second rules
+/// skipping 10 calendars of 1,000 interleaved dates that cover every day, so that no
+/// rule ever fires — planned the way a reconcile plans it (calendars converted, rules
+/// validated, the plan computed), with 1, 10 and 100 rules.
+fn bench_costly_plan(c: &mut Criterion) {
+    let now = start();
+    let first = now.to_zoned(jiff::tz::TimeZone::UTC).date() - 400.days();
+    let calendars = CostlyCalendars(
+        (0..tenant::CALENDARS)
+            .map(|k| {
+                let calendar: TidalCalendar =
+                    serde_json::from_value(tenant::calendar(k, first)).expect("a TidalCalendar");
+                (tenant::calendar_name(k), calendar.spec)
+            })
+            .collect(),
+    );
+    let mut group =
+        c.benchmark_group("plan, every-second rules skipping 10 calendars × 1,000 dates");
+    group.sample_size(10);
+    for rules in [1, 10, 100] {
+        let mut object: TidalScheduler =
+            serde_json::from_value(tenant::scheduler("costly", rules, "web"))
+                .expect("a TidalScheduler");
+        object.metadata.namespace = Some("tenant".into());
+        object.metadata.creation_timestamp =
+            Some(Time(now - jiff::SignedDuration::from_hours(24 * 30)));
+        let status = TidalSchedulerStatus::default();
+        let (_, plan) = plan_object(&object, &calendars, &status, None, now).expect("valid");
+        assert!(
+            plan.level.is_none() && plan.next.is_none(),
+            "it never fires"
+        );
+        group.bench_function(format!("{rules} rules"), |b| {
+            b.iter(|| plan_object(black_box(&object), &calendars, &status, None, now))
+        });
+    }
+    group.finish();
+}
+
+/// Calendars by name (the namespace is not looked at).
+struct CostlyCalendars(Vec<(String, TidalCalendarSpec)>);
+
+impl Calendars for CostlyCalendars {
+    fn find(&self, reference: &CalendarRef, _namespace: &str) -> Option<TidalCalendarSpec> {
+        self.0
+            .iter()
+            .find(|(name, _)| *name == reference.name)
+            .map(|(_, spec)| spec.clone())
+    }
+}
+
 criterion_group!(
     benches,
     bench_next,
     bench_parse,
     bench_tide,
-    bench_calendars
+    bench_calendars,
+    bench_costly_plan
 );
 
 /// ns per `next_after(START)`, timed the way the Go reference times `Next`: the results'

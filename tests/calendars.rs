@@ -597,3 +597,171 @@ async fn objects_without_calendars_stay_on_time_when_calendars_cannot_be_read() 
         waiting.status
     );
 }
+
+/// The sum of `tidal_scheduler_reconcile_total` samples with `result="success"` in
+/// `process`'s /metrics.
+fn successful_reconciles(process: &common::process::Process) -> f64 {
+    let (_, body) = common::replicas::http_get(process, "/metrics");
+    body.lines()
+        .filter(|line| {
+            line.starts_with("tidal_scheduler_reconcile_total{")
+                && line.contains("result=\"success\"")
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// One tenant's costliest objects — five of 100 every-second rules, each skipping ten
+/// calendars of 1,000 interleaved dates that cover every day, all re-planned whenever one
+/// of those calendars is edited, every 2 s here — delay neither another namespace's
+/// triggers nor the Lease. (Before planning was bounded and moved off the controller's
+/// threads, that namespace had none of ~30 triggers applied in a minute.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_costly_tenant_delays_neither_another_namespaces_triggers_nor_the_lease() {
+    use common::replicas::{HolderLog, lease_state};
+    use common::tenant;
+    const COSTLY: usize = 5;
+    const WINDOW: usize = 10;
+
+    let costly = TestEnv::new().await;
+    let other = TestEnv::new().await;
+    let first = Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date()
+        .checked_sub(jiff::Span::new().days(400))
+        .unwrap();
+    let calendars = costly.api::<TidalCalendar>();
+    for k in 0..tenant::CALENDARS {
+        let calendar: TidalCalendar = serde_json::from_value(tenant::calendar(k, first)).unwrap();
+        calendars
+            .create(&PostParams::default(), &calendar)
+            .await
+            .expect("create a costly calendar");
+    }
+    create_web(&costly).await;
+    create_web(&other).await;
+    let mut plain = manifest(
+        "plain",
+        "apps/v1",
+        "Deployment",
+        "web",
+        "Scale",
+        &[
+            ("even", "CRON_TZ=UTC */4 * * * * *", 2),
+            ("odd", "CRON_TZ=UTC 2/4 * * * * *", 3),
+        ],
+    );
+    plain["spec"]["historyLimit"] = json!(WINDOW + 5);
+    let plain = create(&other, plain).await;
+    let tide = validate(&plain, &tidal_scheduler::api::NoCalendars, Timestamp::now())
+        .expect("valid")
+        .tide;
+
+    let namespaces = format!("{},{}", costly.namespace, other.namespace);
+    let mut args = vec![
+        "run",
+        "--namespace",
+        &namespaces,
+        "--log-format",
+        "json",
+        "--lease-namespace",
+        &other.namespace,
+        "--identity",
+        "controller",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ];
+    args.extend(TEST_LEASE);
+    let controller = other.run_binary("controller", &args);
+    let holders = HolderLog::start(&other);
+    holders.wait_for("controller").await;
+    let (_, transitions) = lease_state(&other).await;
+    wait_status(&other, "plain", "a first trigger", |s| {
+        !s.history.is_empty()
+    })
+    .await;
+
+    // Then the costly tenant arrives, and every 2 s edits a calendar all its objects skip:
+    // each edit re-plans them all.
+    let start = Timestamp::now();
+    let reconciles_before = successful_reconciles(&controller);
+    for i in 0..COSTLY {
+        let name = format!("costly-{i}");
+        create(&costly, tenant::scheduler(&name, 100, "web")).await;
+    }
+    let edits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let editor = {
+        let (calendars, edits) = (calendars.clone(), edits.clone());
+        tokio::spawn(async move {
+            let mut calendar = tenant::calendar(0, first);
+            let last = calendar["spec"]["days"][tenant::ENTRIES - 1]["date"].clone();
+            loop {
+                // Its last date (27 years ahead) moves further out and back: far beyond
+                // the rules' five-year search, so they still never fire.
+                let n = edits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let date = if n % 2 == 0 {
+                    json!("2090-01-01")
+                } else {
+                    last.clone()
+                };
+                calendar["spec"]["days"][tenant::ENTRIES - 1]["date"] = date;
+                calendars
+                    .patch(
+                        &tenant::calendar_name(0),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "spec": calendar["spec"] })),
+                    )
+                    .await
+                    .expect("edit the calendar");
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            }
+        })
+    };
+    let after_start = move |h: &&tidal_scheduler::api::HistoryEntry| h.schedule_time.0 > start;
+    let status = wait_status(&other, "plain", "triggers while the edits go on", |s| {
+        s.history.iter().filter(after_start).count() >= WINDOW
+    })
+    .await;
+    let edited = edits.load(std::sync::atomic::Ordering::SeqCst);
+    let reconciles = successful_reconciles(&controller) - reconciles_before;
+    editor.abort();
+
+    // Every instant of the window applied by the timer armed for it, once: none late
+    // enough to be a catch-up or to supersede the next.
+    let window: Vec<_> = status
+        .status
+        .as_ref()
+        .unwrap()
+        .history
+        .iter()
+        .filter(after_start)
+        .cloned()
+        .collect();
+    assert!(
+        window.iter().all(|h| !h.catch_up && h.superseded == 0),
+        "late triggers while the costly tenant re-planned: {window:#?}"
+    );
+    assert_every_instant_accounted(&tide, &window);
+    // The costly objects were planned, and re-planned meanwhile: the load was there.
+    for i in 0..COSTLY {
+        wait_status(&costly, &format!("costly-{i}"), "the costly plan", |s| {
+            ready_reason_is(s, "WaitingForFirstTrigger")
+        })
+        .await;
+    }
+    assert!(
+        edited >= 5,
+        "only {edited} calendar edits during the window"
+    );
+    assert!(
+        reconciles >= (edited / 2 * COSTLY) as f64,
+        "{reconciles} reconciles for {edited} edits of a calendar {COSTLY} objects use"
+    );
+    // The Lease stayed with the one replica all along.
+    let holders_seen: Vec<String> = holders.changes().into_iter().map(|(_, h)| h).collect();
+    assert_eq!(holders_seen, vec!["controller".to_owned()]);
+    assert_eq!(
+        lease_state(&other).await,
+        ("controller".to_owned(), transitions)
+    );
+}

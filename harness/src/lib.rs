@@ -29,6 +29,7 @@ pub mod reaper;
 pub mod release;
 pub mod replicas;
 pub mod robfig;
+pub mod tenant;
 pub mod tide;
 pub mod toxiproxy;
 pub mod wait;

@@ -32,6 +32,9 @@ pub enum Error {
          CRDs installed (deploy/crd.yaml) and may the controller list them?"
     )]
     CalendarsNotListed,
+    /// Planning the object panicked (a bug); the panic's message is in the log.
+    #[error("planning the object panicked")]
+    PlanPanicked,
     /// The status could not be serialized (a bug).
     #[error("failed to serialize status: {0}")]
     Serialize(serde_json::Error),

@@ -14,7 +14,7 @@ use crate::api::{
     Calendars, ConditionReason, HistoryEntry, READY, RuleStatus, SpecProblem, TidalScheduler,
     TidalSchedulerStatus, TriggerResult, ValidSpec, validate,
 };
-use crate::schedule::{LOOKBACK, Tide, Trigger};
+use crate::schedule::{Moment, Tide, Trigger};
 
 /// What the tide says at `now`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,7 +59,11 @@ pub struct Facts<'a> {
 
 /// Computes the plan at `now`.
 pub fn plan(tide: &Tide, facts: Facts<'_>, now: Timestamp) -> Plan {
-    let level = tide.level_at(now);
+    let Moment {
+        level,
+        next,
+        rules: fires,
+    } = tide.moment(now);
     let watermark = facts.status.last_trigger_time.as_ref().map(|t| t.0);
     let new_trigger = level
         .as_ref()
@@ -74,24 +78,20 @@ pub fn plan(tide: &Tide, facts: Facts<'_>, now: Timestamp) -> Plan {
                 superseded: i64::try_from(superseded).unwrap_or(i64::MAX),
             }
         });
-    let not_before = now.checked_sub(LOOKBACK).unwrap_or(Timestamp::MIN);
     let rules = tide
         .rules()
         .iter()
-        .map(|rule| RuleStatus {
+        .zip(fires)
+        .map(|(rule, fires)| RuleStatus {
             name: rule.name.clone(),
-            last_schedule_time: rule.latest_at_or_before(now, not_before).map(Time),
-            next_schedule_time: if rule.suspended {
-                None
-            } else {
-                rule.next_after(now).map(Time)
-            },
+            last_schedule_time: fires.last.map(Time),
+            next_schedule_time: fires.next.map(Time),
         })
         .collect();
     Plan {
         level,
         new_trigger,
-        next: tide.next_after(now),
+        next,
         rules,
         suspended: facts.suspended,
     }

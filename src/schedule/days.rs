@@ -51,57 +51,44 @@ pub enum Day {
     },
 }
 
-impl Day {
-    fn contains(&self, date: Date) -> bool {
-        match *self {
-            Day::Date(d) => d == date,
-            Day::Range { first, last } => first <= date && date <= last,
-            Day::Yearly { month, day } => date.month() == month && date.day() == day,
-        }
-    }
-
-    /// The first date of this entry strictly after `date`.
-    fn first_after(&self, date: Date) -> Option<Date> {
-        match *self {
-            Day::Date(d) => (d > date).then_some(d),
-            Day::Range { first, .. } if date < first => Some(first),
-            Day::Range { last, .. } if date < last => date.tomorrow().ok(),
-            Day::Range { .. } => None,
-            Day::Yearly { month, day } => (0..=YEARLY_SEARCH)
-                .filter_map(|ahead| Date::new(date.year().checked_add(ahead)?, month, day).ok())
-                .find(|d| *d > date),
-        }
-    }
-
-    /// The last date of this entry strictly before `date`.
-    fn last_before(&self, date: Date) -> Option<Date> {
-        match *self {
-            Day::Date(d) => (d < date).then_some(d),
-            Day::Range { last, .. } if date > last => Some(last),
-            Day::Range { first, .. } if date > first => date.yesterday().ok(),
-            Day::Range { .. } => None,
-            Day::Yearly { month, day } => (0..=YEARLY_SEARCH)
-                .filter_map(|back| Date::new(date.year().checked_sub(back)?, month, day).ok())
-                .find(|d| *d < date),
-        }
-    }
-}
-
 /// Named days in a time zone.
+///
+/// Its entries are indexed once, when it is made: dates and ranges merged into sorted,
+/// disjoint spans and yearly days sorted, so that a look-up is a binary search and a run
+/// of consecutive days — one range, or adjacent entries — is passed over in one step,
+/// however many entries the calendar has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Calendar {
     name: String,
     zone: Zone,
     days: Vec<Day>,
+    /// The dates and ranges: sorted, disjoint, none adjacent to the next.
+    spans: Vec<(Date, Date)>,
+    /// The yearly days as `(month, day)`, sorted, each once.
+    yearly: Vec<(i8, i8)>,
 }
 
 impl Calendar {
     /// A calendar called `name` (how messages refer to it) over `days` in `zone`.
     pub fn new(name: impl Into<String>, zone: Zone, days: Vec<Day>) -> Calendar {
+        let mut spans: Vec<(Date, Date)> = Vec::new();
+        let mut yearly = Vec::new();
+        for day in &days {
+            match *day {
+                Day::Date(date) => spans.push((date, date)),
+                Day::Range { first, last } => spans.push((first, last.max(first))),
+                Day::Yearly { month, day } => yearly.push((month, day)),
+            }
+        }
+        spans.sort_unstable();
+        yearly.sort_unstable();
+        yearly.dedup();
         Calendar {
             name: name.into(),
             zone,
             days,
+            spans: merged(spans),
+            yearly,
         }
     }
 
@@ -132,7 +119,7 @@ impl Calendar {
 
     /// Whether `date` is one of its days.
     pub fn contains_date(&self, date: Date) -> bool {
-        self.days.iter().any(|day| day.contains(date))
+        self.span_at(date).is_some() || self.is_yearly(date)
     }
 
     /// The first instant of `date` in this zone (after a gap if midnight is skipped).
@@ -147,13 +134,117 @@ impl Calendar {
         Some((self.start_of(date)?, self.start_of(date.tomorrow().ok()?)?))
     }
 
-    fn next_date_after(&self, date: Date) -> Option<Date> {
-        self.days.iter().filter_map(|d| d.first_after(date)).min()
+    /// The span of dates and ranges holding `date`.
+    fn span_at(&self, date: Date) -> Option<(Date, Date)> {
+        let index = self.spans.partition_point(|&(_, last)| last < date);
+        self.spans
+            .get(index)
+            .copied()
+            .filter(|&(first, _)| first <= date)
     }
 
-    fn last_date_before(&self, date: Date) -> Option<Date> {
-        self.days.iter().filter_map(|d| d.last_before(date)).max()
+    fn is_yearly(&self, date: Date) -> bool {
+        self.yearly
+            .binary_search(&(date.month(), date.day()))
+            .is_ok()
     }
+
+    /// The first of its days strictly after `date`.
+    fn next_date_after(&self, date: Date) -> Option<Date> {
+        let tomorrow = date.tomorrow().ok()?;
+        let index = self.spans.partition_point(|&(_, last)| last < tomorrow);
+        let span = self.spans.get(index).map(|&(first, _)| first.max(tomorrow));
+        [span, self.next_yearly_after(date)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The last of its days strictly before `date`.
+    fn last_date_before(&self, date: Date) -> Option<Date> {
+        let yesterday = date.yesterday().ok()?;
+        let index = self.spans.partition_point(|&(first, _)| first <= yesterday);
+        let span = index
+            .checked_sub(1)
+            .map(|index| self.spans[index].1.min(yesterday));
+        [span, self.last_yearly_before(date)]
+            .into_iter()
+            .flatten()
+            .max()
+    }
+
+    fn next_yearly_after(&self, date: Date) -> Option<Date> {
+        let today = (date.month(), date.day());
+        (0..=YEARLY_SEARCH).find_map(|ahead| {
+            let year = date.year().checked_add(ahead)?;
+            let from = if ahead == 0 {
+                self.yearly.partition_point(|&day| day <= today)
+            } else {
+                0
+            };
+            // At most one entry a year does not exist (29 February).
+            self.yearly[from..]
+                .iter()
+                .find_map(|&(month, day)| Date::new(year, month, day).ok())
+        })
+    }
+
+    fn last_yearly_before(&self, date: Date) -> Option<Date> {
+        let today = (date.month(), date.day());
+        (0..=YEARLY_SEARCH).find_map(|back| {
+            let year = date.year().checked_sub(back)?;
+            let to = if back == 0 {
+                self.yearly.partition_point(|&day| day < today)
+            } else {
+                self.yearly.len()
+            };
+            self.yearly[..to]
+                .iter()
+                .rev()
+                .find_map(|&(month, day)| Date::new(year, month, day).ok())
+        })
+    }
+
+    /// The first date after `date` that is none of its days, not later than `limit`:
+    /// a run of its days is passed over a span at a time.
+    fn first_free_after(&self, date: Date, limit: Date) -> Option<Date> {
+        let mut candidate = date.tomorrow().ok()?;
+        while candidate <= limit {
+            candidate = match self.span_at(candidate) {
+                Some((_, last)) => last.tomorrow().ok()?,
+                None if self.is_yearly(candidate) => candidate.tomorrow().ok()?,
+                None => return Some(candidate),
+            };
+        }
+        None
+    }
+
+    /// The last date before `date` that is none of its days, not earlier than `floor`.
+    fn last_free_before(&self, date: Date, floor: Date) -> Option<Date> {
+        let mut candidate = date.yesterday().ok()?;
+        while candidate >= floor {
+            candidate = match self.span_at(candidate) {
+                Some((first, _)) => first.yesterday().ok()?,
+                None if self.is_yearly(candidate) => candidate.yesterday().ok()?,
+                None => return Some(candidate),
+            };
+        }
+        None
+    }
+}
+
+/// Sorted spans with overlapping and adjacent ones joined.
+fn merged(sorted: Vec<(Date, Date)>) -> Vec<(Date, Date)> {
+    let mut spans: Vec<(Date, Date)> = Vec::with_capacity(sorted.len());
+    for (first, last) in sorted {
+        match spans.last_mut() {
+            Some((_, end)) if end.tomorrow().is_ok_and(|next| first <= next) => {
+                *end = (*end).max(last);
+            }
+            _ => spans.push((first, last)),
+        }
+    }
+    spans
 }
 
 /// Why a rule does not fire at an instant.
@@ -219,13 +310,14 @@ impl Days {
         self.only.first().map(|only| Refusal::NotOnly(only))
     }
 
-    /// For a refused `instant`: the earliest instant after it that may be allowed
-    /// (`None`: no day is ever allowed again).
-    pub fn next_chance(&self, instant: Timestamp) -> Option<Timestamp> {
+    /// For a refused `instant`: the earliest instant after it, not later than `limit`, that
+    /// may be allowed (`None`: none is). A skipping calendar's run of days is passed whole.
+    pub fn next_chance(&self, instant: Timestamp, limit: Timestamp) -> Option<Timestamp> {
         let mut chance = instant;
         for calendar in self.skip.iter().filter(|c| c.contains(instant)) {
-            let tomorrow = calendar.date_of(instant).tomorrow().ok()?;
-            chance = chance.max(calendar.start_of(tomorrow)?);
+            let (date, last) = (calendar.date_of(instant), calendar.date_of(limit));
+            let free = calendar.first_free_after(date, last)?;
+            chance = chance.max(calendar.start_of(free)?);
         }
         if !self.only.is_empty() && !self.only.iter().any(|c| c.contains(instant)) {
             let earliest = self
@@ -235,29 +327,32 @@ impl Days {
                 .min()?;
             chance = chance.max(earliest);
         }
-        (chance > instant).then_some(chance)
+        (chance > instant && chance <= limit).then_some(chance)
     }
 
-    /// For a refused `instant`: the latest instant before it that may be allowed
-    /// (`None`: no earlier day was ever allowed).
-    pub fn previous_chance(&self, instant: Timestamp) -> Option<Timestamp> {
+    /// For a refused `instant`: the latest instant before it, not earlier than `floor`,
+    /// that may be allowed (`None`: none is). A skipping calendar's run of days is passed
+    /// whole.
+    pub fn previous_chance(&self, instant: Timestamp, floor: Timestamp) -> Option<Timestamp> {
         let just_before = |start: Timestamp| start.checked_sub(SignedDuration::from_nanos(1)).ok();
+        let end_of = |calendar: &Calendar, date: Date| {
+            just_before(calendar.start_of(date.checked_add(1.day()).ok()?)?)
+        };
         let mut chance = instant;
         for calendar in self.skip.iter().filter(|c| c.contains(instant)) {
-            chance = chance.min(just_before(calendar.start_of(calendar.date_of(instant))?)?);
+            let (date, first) = (calendar.date_of(instant), calendar.date_of(floor));
+            let free = calendar.last_free_before(date, first)?;
+            chance = chance.min(end_of(calendar, free)?);
         }
         if !self.only.is_empty() && !self.only.iter().any(|c| c.contains(instant)) {
             let latest = self
                 .only
                 .iter()
-                .filter_map(|c| {
-                    let date = c.last_date_before(c.date_of(instant))?;
-                    just_before(c.start_of(date.checked_add(1.day()).ok()?)?)
-                })
+                .filter_map(|c| end_of(c, c.last_date_before(c.date_of(instant))?))
                 .max()?;
             chance = chance.min(latest);
         }
-        (chance < instant).then_some(chance)
+        (chance < instant && chance >= floor).then_some(chance)
     }
 }
 

@@ -42,5 +42,5 @@ pub use duration::parse_go_duration;
 pub use error::CronError;
 pub use expression::Cron;
 pub use field::Field;
-pub use tide::{LOOKBACK, Rule, SUPERSEDED_CAP, Tide, Trigger};
+pub use tide::{LOOKBACK, Moment, Rule, RuleFires, SUPERSEDED_CAP, Tide, Trigger};
 pub use zone::Zone;

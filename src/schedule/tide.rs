@@ -47,10 +47,7 @@ impl Rule {
             if self.days.allows(fire) {
                 return Some(fire);
             }
-            let chance = self.days.next_chance(fire)?;
-            if chance > limit {
-                return None;
-            }
+            let chance = self.days.next_chance(fire, limit)?;
             // `next_after` looks strictly after whole seconds: this makes it look from
             // `chance` on.
             cursor = chance.checked_sub(SignedDuration::from_nanos(1)).ok()?;
@@ -66,8 +63,14 @@ impl Rule {
             if self.days.allows(fire) {
                 return Some(fire);
             }
-            cursor = self.days.previous_chance(fire)?;
+            cursor = self.days.previous_chance(fire, not_before)?;
         }
+    }
+
+    /// Its latest fire at or before `now`, looking back at most [`LOOKBACK`].
+    pub fn last_within_lookback(&self, now: Timestamp) -> Option<Timestamp> {
+        let not_before = now.checked_sub(LOOKBACK).unwrap_or(Timestamp::MIN);
+        self.latest_at_or_before(now, not_before)
     }
 
     /// The cron's instants in `(after, until]` that its calendars refuse, at most `cap`.
@@ -93,6 +96,27 @@ impl Rule {
         }
         skipped
     }
+}
+
+/// The tide at one instant: [`Tide::level_at`], [`Tide::next_after`] and each rule's own
+/// fires, from one search per rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moment {
+    /// The trigger in effect.
+    pub level: Option<Trigger>,
+    /// The next trigger.
+    pub next: Option<Trigger>,
+    /// Each rule's fires, in the rules' order.
+    pub rules: Vec<RuleFires>,
+}
+
+/// One rule's fires around an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleFires {
+    /// Its latest fire at or before the instant, within [`LOOKBACK`] (suspended rules too).
+    pub last: Option<Timestamp>,
+    /// Its first fire after the instant; `None` when suspended.
+    pub next: Option<Timestamp>,
 }
 
 /// A rule firing at an instant: the winner among every rule firing then.
@@ -139,13 +163,11 @@ impl Tide {
     /// The trigger in effect at `now`: the latest fire at or before `now` (within
     /// [`LOOKBACK`]); `None` before any rule has fired.
     pub fn level_at(&self, now: Timestamp) -> Option<Trigger> {
-        let not_before = now.checked_sub(LOOKBACK).unwrap_or(Timestamp::MIN);
         let fires: Vec<(Timestamp, &Rule)> = self
             .active()
-            .filter_map(|rule| Some((rule.latest_at_or_before(now, not_before)?, rule)))
+            .filter_map(|rule| Some((rule.last_within_lookback(now)?, rule)))
             .collect();
-        let latest = fires.iter().map(|(time, _)| *time).max()?;
-        Some(resolve_at(latest, &fires))
+        latest_of(&fires)
     }
 
     /// The first trigger strictly after `after`, with its collisions detected ahead of time.
@@ -154,8 +176,37 @@ impl Tide {
             .active()
             .filter_map(|rule| Some((rule.next_after(after)?, rule)))
             .collect();
-        let earliest = fires.iter().map(|(time, _)| *time).min()?;
-        Some(resolve_at(earliest, &fires))
+        earliest_of(&fires)
+    }
+
+    /// The tide at `now`, each rule's last and next fire searched once (a rule with
+    /// calendars can cost a search over years of days).
+    pub fn moment(&self, now: Timestamp) -> Moment {
+        let rules: Vec<RuleFires> = self
+            .rules
+            .iter()
+            .map(|rule| RuleFires {
+                last: rule.last_within_lookback(now),
+                next: (!rule.suspended).then(|| rule.next_after(now)).flatten(),
+            })
+            .collect();
+        let active = || {
+            self.rules
+                .iter()
+                .zip(&rules)
+                .filter(|(rule, _)| !rule.suspended)
+        };
+        let lasts: Vec<(Timestamp, &Rule)> = active()
+            .filter_map(|(rule, fires)| Some((fires.last?, rule)))
+            .collect();
+        let nexts: Vec<(Timestamp, &Rule)> = active()
+            .filter_map(|(rule, fires)| Some((fires.next?, rule)))
+            .collect();
+        Moment {
+            level: latest_of(&lasts),
+            next: earliest_of(&nexts),
+            rules,
+        }
     }
 
     /// Every trigger in `(after, until]`, in time order, at most `cap` of them.
@@ -232,6 +283,18 @@ impl Tide {
     }
 }
 
+/// The trigger at the latest of per-rule fire times.
+fn latest_of(fires: &[(Timestamp, &Rule)]) -> Option<Trigger> {
+    let latest = fires.iter().map(|(time, _)| *time).max()?;
+    Some(resolve_at(latest, fires))
+}
+
+/// The trigger at the earliest of per-rule fire times.
+fn earliest_of(fires: &[(Timestamp, &Rule)]) -> Option<Trigger> {
+    let earliest = fires.iter().map(|(time, _)| *time).min()?;
+    Some(resolve_at(earliest, fires))
+}
+
 /// The trigger at `time` among per-rule fire times: the rules firing exactly then collide.
 fn resolve_at(time: Timestamp, fires: &[(Timestamp, &Rule)]) -> Trigger {
     resolve(
@@ -296,6 +359,30 @@ mod tests {
             rule("evening-rush", "CRON_TZ=Asia/Shanghai 0 0 19-21 * * *", 60),
             rule("night", "CRON_TZ=Asia/Shanghai 0 0 23 * * *", 5),
         ])
+    }
+
+    #[test]
+    fn a_moment_is_the_level_the_next_trigger_and_each_rules_fires() {
+        let mut rules = ecommerce().rules().to_vec();
+        rules[2].suspended = true;
+        let tide = Tide::new(rules);
+        for now in [
+            "2026-11-30T01:00:00Z",
+            "2026-11-30T12:00:00Z",
+            "2026-11-30T12:00:01Z",
+            "2026-12-31T23:59:59Z",
+        ] {
+            let now = at(now);
+            let moment = tide.moment(now);
+            assert_eq!(moment.level, tide.level_at(now), "at {now}");
+            assert_eq!(moment.next, tide.next_after(now), "at {now}");
+            for (rule, fires) in tide.rules().iter().zip(&moment.rules) {
+                assert_eq!(fires.last, rule.last_within_lookback(now), "{}", rule.name);
+                let next = (!rule.suspended).then(|| rule.next_after(now)).flatten();
+                assert_eq!(fires.next, next, "{}", rule.name);
+            }
+            assert!(moment.rules[2].last.is_some() && moment.rules[2].next.is_none());
+        }
     }
 
     #[test]

@@ -37,9 +37,7 @@ pub use memory::Memory;
 
 use self::decide::TargetStep;
 use self::strategy::Strategy;
-use crate::api::{
-    Calendars, NoCalendars, SpecProblem, TidalScheduler, TidalSchedulerStatus, ValidSpec,
-};
+use crate::api::{NoCalendars, SpecProblem, TidalScheduler, TidalSchedulerStatus, ValidSpec};
 use crate::controller::cache::calendars::uses_calendars;
 use crate::controller::cache::consistency::Freshness;
 use crate::controller::context::Context;
@@ -288,15 +286,23 @@ async fn observe<C: Cluster>(
         now,
         ctx.status_tolerance,
     );
-    let calendars = ctx.calendars.for_namespace(&namespace);
-    if uses_calendars(object) && !matches!(calendars, Some(caches) if caches.listed().await) {
-        return Err(Error::CalendarsNotListed);
-    }
-    let lookup: &dyn Calendars = match calendars {
-        Some(caches) => caches,
-        None => &NoCalendars,
+    let planned = if uses_calendars(object) {
+        let calendars = match ctx.calendars.for_namespace(&namespace) {
+            Some(caches) if caches.listed().await => caches.clone(),
+            _ => return Err(Error::CalendarsNotListed),
+        };
+        // A rule's calendars can make its plan a search over years of days: it runs on
+        // the blocking pool, where it delays this object alone — never the threads that
+        // serve other objects' triggers and the Lease.
+        let (object, old, armed) = (object.clone(), old.clone(), memory.armed);
+        tokio::task::spawn_blocking(move || {
+            plan::plan_object(&object, &calendars, &old, armed, now)
+        })
+        .await
+        .map_err(|_| Error::PlanPanicked)?
+    } else {
+        plan::plan_object(object, &NoCalendars, &old, memory.armed, now)
     };
-    let planned = plan::plan_object(object, lookup, &old, memory.armed, now);
     let observed = Observed {
         stored,
         old,

@@ -235,6 +235,8 @@ fn day_strategy() -> impl Strategy<Value = Day> {
             last: first.checked_add(len.days()).unwrap(),
         }),
         (1i8..=12, 1i8..=28).prop_map(|(month, day)| Day::Yearly { month, day }),
+        Just(Day::Yearly { month: 2, day: 29 }),
+        Just(Day::Yearly { month: 12, day: 31 }),
     ]
 }
 
@@ -246,7 +248,7 @@ fn calendar_strategy() -> impl Strategy<Value = Arc<Calendar>> {
             "America/New_York",
             "Australia/Lord_Howe",
         ]),
-        prop::collection::vec(day_strategy(), 0..6),
+        prop::collection::vec(day_strategy(), 0..12),
     )
         .prop_map(|(zone, days)| calendar(zone, days))
 }
@@ -303,6 +305,86 @@ proptest! {
             last_allowed_slowly(&rule, after, floor)
         );
     }
+}
+
+#[test]
+fn overlapping_and_adjacent_entries_merge_into_one_span() {
+    let c = calendar(
+        "UTC",
+        vec![
+            Day::Range {
+                first: date(2026, 1, 10),
+                last: date(2026, 1, 20),
+            },
+            Day::Date(date(2026, 1, 21)),
+            Day::Range {
+                first: date(2026, 1, 5),
+                last: date(2026, 1, 12),
+            },
+            Day::Date(date(2026, 1, 30)),
+            Day::Date(date(2026, 1, 30)),
+        ],
+    );
+    assert_eq!(
+        c.spans,
+        vec![
+            (date(2026, 1, 5), date(2026, 1, 21)),
+            (date(2026, 1, 30), date(2026, 1, 30))
+        ]
+    );
+    assert_eq!(
+        c.first_free_after(date(2026, 1, 4), date(2030, 1, 1)),
+        Some(date(2026, 1, 22))
+    );
+    assert_eq!(
+        c.last_free_before(date(2026, 1, 21), date(2020, 1, 1)),
+        Some(date(2026, 1, 4))
+    );
+    assert_eq!(
+        c.next_date_after(date(2026, 1, 21)),
+        Some(date(2026, 1, 30))
+    );
+    assert_eq!(
+        c.last_date_before(date(2026, 1, 30)),
+        Some(date(2026, 1, 21))
+    );
+}
+
+#[test]
+fn free_days_are_searched_within_the_bounds_only() {
+    let always = calendar(
+        "UTC",
+        vec![Day::Range {
+            first: date(2020, 1, 1),
+            last: date(2040, 1, 1),
+        }],
+    );
+    assert_eq!(
+        always.first_free_after(date(2026, 1, 1), date(2031, 1, 1)),
+        None
+    );
+    assert_eq!(
+        always.last_free_before(date(2026, 1, 1), date(2025, 1, 1)),
+        None
+    );
+    // Yearly days on every day of the year leave no free day at all.
+    let every_day: Vec<Day> = (0..366)
+        .map(|offset| {
+            let d = date(2024, 1, 1).checked_add(offset.days()).unwrap();
+            Day::Yearly {
+                month: d.month(),
+                day: d.day(),
+            }
+        })
+        .collect();
+    let yearly = calendar("UTC", every_day);
+    assert_eq!(
+        yearly.first_free_after(date(2026, 1, 1), date(2031, 1, 1)),
+        None
+    );
+    let office = rule("CRON_TZ=UTC 0 0 9 * * *", vec![yearly], vec![]);
+    assert_eq!(next(&office, "2026-06-01T00:00:00Z"), None);
+    assert_eq!(latest(&office, "2026-06-01T00:00:00Z"), None);
 }
 
 #[test]
