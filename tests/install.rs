@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tidal_harness as common;
 
 use common::cluster::{REPO, provisioned_bin};
@@ -171,6 +171,8 @@ fn the_charts_schema_refuses_bad_values_by_name() {
         ("logFormat=xml", "/logFormat"),
         ("watchNamespaces={Not_A_Name}", "/watchNamespaces/0"),
         ("otel.endpoint=collector:4318", "/otel/endpoint"),
+        ("otel.headersSecret.name=otlp-auth", "/otel/headersSecret"),
+        ("otel.tls.secretName=Not_A_Name", "/otel/tls/secretName"),
         ("replicas=3", "replicas"),
         // (helm 4.3.1 reports a wrong location for a bad property name, but names it)
         (
@@ -184,6 +186,50 @@ fn the_charts_schema_refuses_bad_values_by_name() {
             "{value}: the error should name {named}:\n{error}"
         );
     }
+}
+
+#[test]
+fn the_chart_takes_otlp_headers_and_tls_files_from_secrets() {
+    let objects = helm_template(&[
+        "otel.endpoint=https://collector.example:4318",
+        "otel.headersSecret.name=otlp-auth",
+        "otel.headersSecret.key=headers",
+        "otel.tls.secretName=otlp-tls",
+        "otel.tls.certificate=tls.crt",
+        "otel.tls.key=tls.key",
+    ])
+    .expect("helm template");
+    let pod = &find(&objects, "Deployment", "tidal-scheduler")["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {:#}", container["env"]))
+    };
+    assert_eq!(
+        env("OTEL_EXPORTER_OTLP_HEADERS")["valueFrom"]["secretKeyRef"],
+        json!({ "name": "otlp-auth", "key": "headers" })
+    );
+    let mount = container["volumeMounts"][0]["mountPath"].as_str().unwrap();
+    for (name, file) in [
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", "ca.crt"),
+        ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "tls.crt"),
+        ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "tls.key"),
+    ] {
+        assert_eq!(env(name)["value"], json!(format!("{mount}/{file}")));
+    }
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "otlp-tls");
+    assert_eq!(container["volumeMounts"][0]["readOnly"], true);
+    // Without them: no such variable, no volume.
+    let objects = helm_template(&["otel.endpoint=https://collector.example:4318"]).unwrap();
+    let pod = &find(&objects, "Deployment", "tidal-scheduler")["spec"]["template"]["spec"];
+    assert!(pod["volumes"].is_null(), "{pod:#}");
+    let text = pod.to_string();
+    assert!(!text.contains("OTEL_EXPORTER_OTLP_HEADERS") && !text.contains("CERTIFICATE"));
 }
 
 #[test]

@@ -575,3 +575,86 @@ async fn a_failed_trigger_has_a_trace_with_its_error() {
         "the error names the problem: {description:?}"
     );
 }
+
+/// Traces reach a collector that takes OTLP only over TLS and asks for a client
+/// certificate: its CA from `OTEL_EXPORTER_OTLP_CERTIFICATE`, the client's identity from
+/// `_CLIENT_CERTIFICATE` and `_CLIENT_KEY`. Without the identity the collector refuses
+/// every batch, and the controller says so once — not silently, not once per batch.
+#[tokio::test(flavor = "multi_thread")]
+async fn traces_reach_a_collector_over_mutual_tls_and_a_refusal_is_said_once() {
+    let env = TestEnv::new().await;
+    let dir = common::target_tmpdir().join(format!("tls-jaeger-{}", env.namespace));
+    let collector = common::tls_jaeger::TlsJaeger::start(&dir);
+    let endpoint = collector.jaeger().otlp_http_endpoint();
+    assert!(endpoint.starts_with("https://"), "{endpoint}");
+    let ca = collector.ca().display().to_string();
+    let (cert, key) = collector.client_identity();
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    create_scaled_web(&env).await;
+    let tls = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let mut identified: Vec<(&str, &str)> = tls.to_vec();
+    identified.extend([
+        ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", cert.as_str()),
+        ("OTEL_EXPORTER_OTLP_CLIENT_KEY", key.as_str()),
+    ]);
+    let kubeconfig = env.control_plane().kubeconfig();
+    let mut controller =
+        start_replica_env(&env, "with-identity", &TEST_LEASE, kubeconfig, &identified);
+    let traced = wait_status(&env, "web", "a traced trigger", |s| {
+        s.history.iter().any(|h| h.trace_id.is_some())
+    })
+    .await;
+    let id = status(&traced)
+        .history
+        .iter()
+        .find_map(|h| h.trace_id.clone())
+        .expect("a trace id");
+    let trace = collector
+        .jaeger()
+        .wait_trace(&id, |t| !t.named("trigger").is_empty())
+        .await;
+    assert_eq!(
+        trace.one("trigger").resource("service.instance.id"),
+        Some(&json!("with-identity"))
+    );
+    assert!(
+        !controller.log().contains("exporting spans failed"),
+        "{}",
+        controller.log()
+    );
+    controller.signal("TERM");
+    assert!(controller.wait(Duration::from_secs(30)).success());
+
+    // The same collector without a client certificate: every batch refused.
+    let anonymous = start_replica_env(&env, "anonymous", &TEST_LEASE, kubeconfig, &tls);
+    let before = status(&traced).history.len();
+    wait_status(&env, "web", "three more triggers", |s| {
+        s.history.len() >= before + 3
+    })
+    .await;
+    let refused = |log: &str| log.matches("exporting spans failed").count();
+    eventually_within(Duration::from_secs(60), "the refusal said", || async {
+        match refused(&anonymous.log()) {
+            0 => Err(anonymous.log()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    wait_status(&env, "web", "three triggers after the refusal", |s| {
+        s.history.len() >= before + 6
+    })
+    .await;
+    let log = anonymous.log();
+    assert_eq!(refused(&log), 1, "said once, whatever the batches:\n{log}");
+    assert!(
+        sample(
+            &anonymous,
+            "tidal_scheduler_spans_dropped_total{reason=\"export_failed\"}"
+        ) >= 3.0,
+        "the lost spans are counted"
+    );
+}

@@ -45,6 +45,14 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
 # Name resolution from /etc/hosts, then DNS (an OTLP endpoint given by name).
 printf 'hosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
+# The system's roots, as distroless has them: an https OTLP endpoint is checked against
+# them (and OTEL_EXPORTER_OTLP_CERTIFICATE's).
+bundle=/etc/ssl/certs/ca-certificates.crt
+if [ -f "$bundle" ]; then
+  install -D -m 0644 "$bundle" "$rootfs$bundle"
+else
+  log "warning: no $bundle (Debian's ca-certificates): the image trusts no public CA"
+fi
 
 archive="$out_dir/tidal-scheduler-$tag.oci.tar"
 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}" \

@@ -17,6 +17,12 @@ use crate::wait::eventually_within;
 /// A running Jaeger's addresses.
 pub struct Jaeger(scripts::Jaeger);
 
+impl From<scripts::Jaeger> for Jaeger {
+    fn from(addresses: scripts::Jaeger) -> Jaeger {
+        Jaeger(addresses)
+    }
+}
+
 impl Jaeger {
     /// The Jaeger `up.sh` started for the control plane in `dir`.
     pub fn of(dir: &Path) -> Result<Jaeger, String> {

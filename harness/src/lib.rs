@@ -31,6 +31,7 @@ pub mod replicas;
 pub mod robfig;
 pub mod tenant;
 pub mod tide;
+pub mod tls_jaeger;
 pub mod toxiproxy;
 pub mod wait;
 

@@ -249,6 +249,28 @@ impl SpanProcessor for BoundedBatch {
 /// Longest wait of `force_flush`.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Whether export works, so that a failing collector is said once (and its recovery,
+/// with the spans lost meanwhile), not once per batch.
+#[derive(Debug, Default)]
+struct ExportHealth {
+    /// Spans lost since export last worked; `None` while it works.
+    failing: Option<u64>,
+}
+
+impl ExportHealth {
+    /// Records a failed export of `spans`; true when it is the first since export worked.
+    fn failed(&mut self, spans: u64) -> bool {
+        let first = self.failing.is_none();
+        *self.failing.get_or_insert(0) += spans;
+        first
+    }
+
+    /// Records a successful export; the spans lost before it, if export was failing.
+    fn succeeded(&mut self) -> Option<u64> {
+        self.failing.take()
+    }
+}
+
 /// The exporting thread.
 struct Worker {
     shared: Arc<Shared>,
@@ -259,13 +281,28 @@ struct Worker {
 impl Worker {
     fn run<E: SpanExporter>(self, exporter: E) {
         let mut due = Instant::now() + self.settings.delay;
+        let mut health = ExportHealth::default();
         loop {
             let (batch, flush, closing) = self.next_batch(due);
             if !batch.is_empty() {
                 let count = batch.len() as u64;
-                if let Err(error) = futures::executor::block_on(exporter.export(batch)) {
-                    self.metrics.drop_spans("export_failed", count);
-                    tracing::debug!(%error, spans = count, "exporting spans failed");
+                match futures::executor::block_on(exporter.export(batch)) {
+                    Ok(()) => {
+                        if let Some(lost) = health.succeeded() {
+                            tracing::warn!(lost, "exporting spans works again");
+                        }
+                    }
+                    Err(error) => {
+                        self.metrics.drop_spans("export_failed", count);
+                        if health.failed(count) {
+                            tracing::error!(
+                                %error,
+                                spans = count,
+                                "exporting spans failed: traces are lost until the collector \
+                                 takes them (counted in spans_dropped_total)"
+                            );
+                        }
+                    }
                 }
             }
             due = Instant::now() + self.settings.delay;

@@ -8,6 +8,7 @@ pub mod batch;
 pub mod carrier;
 pub mod metrics;
 pub mod server;
+pub mod tls;
 pub mod traces;
 
 use clap::ValueEnum;
@@ -44,6 +45,9 @@ pub enum TelemetryError {
     /// Trace export could not start (e.g. an endpoint that is not a URL).
     #[error("cannot export traces: {0}")]
     Export(String),
+    /// The TLS of trace export cannot be set up.
+    #[error("cannot export traces over TLS")]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Installs the global subscriber: log lines to stderr, filtered by `RUST_LOG` (`default`

@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::resource::{EnvResourceDetector, TelemetryResourceDetector};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanExporter as _};
 
 use super::TelemetryError;
 use super::batch::{BatchSettings, BoundedBatch, SpanMetrics};
+use super::tls::TlsFiles;
 
 /// The default `service.name`.
 pub const SERVICE_NAME: &str = "tidal-scheduler";
@@ -43,7 +44,16 @@ pub struct ExportSettings {
     pub protocol: Protocol,
     /// Queue and batching.
     pub batch: BatchSettings,
+    /// Whether the endpoint is `https`.
+    pub https: bool,
+    /// The TLS files named by the environment.
+    pub tls: TlsFiles,
+    /// How long one export request may take (`OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT`, ms).
+    pub timeout: Duration,
 }
+
+/// The default of `OTEL_EXPORTER_OTLP_TIMEOUT` (the specification's 10 s).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl ExportSettings {
     /// Reads `var` (the process environment, in production): `None` when export is off.
@@ -77,8 +87,29 @@ impl ExportSettings {
         };
         Ok(Some(ExportSettings {
             protocol,
-            batch: BatchSettings::from_env(&var),
+            ..ExportSettings::for_endpoint(endpoint.as_deref().unwrap_or_default(), &var)
         }))
+    }
+
+    /// The settings for `endpoint` (protobuf), the rest from `var`.
+    fn for_endpoint(endpoint: &str, var: impl Fn(&str) -> Option<String>) -> ExportSettings {
+        let timeout = [
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ]
+        .into_iter()
+        .find_map(|name| var(name)?.trim().parse().ok())
+        .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+        ExportSettings {
+            protocol: Protocol::HttpBinary,
+            batch: BatchSettings::from_env(&var),
+            https: endpoint
+                .trim()
+                .get(..8)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://")),
+            tls: TlsFiles::from_env(&var),
+            timeout,
+        }
     }
 }
 
@@ -93,22 +124,29 @@ impl Traces {
     ) -> Result<Option<Traces>, TelemetryError> {
         let var = |name: &str| std::env::var(name).ok();
         let settings = match endpoint {
-            Some(_) => Some(ExportSettings {
-                protocol: Protocol::HttpBinary,
-                batch: BatchSettings::from_env(var),
-            }),
+            Some(endpoint) => Some(ExportSettings::for_endpoint(endpoint, var)),
             None => ExportSettings::from_env(var)?,
         };
         let Some(settings) = settings else {
             return Ok(None);
         };
+        let tls = settings.tls.client_config(settings.https)?;
+        let timeout = settings.timeout;
         let endpoint = endpoint.map(|base| format!("{}/v1/traces", base.trim_end_matches('/')));
         let resource = resource(identity);
         let exporter_resource = resource.clone();
         let protocol = settings.protocol;
         let make = move || {
+            // Built here, on the export thread: a blocking client must not be built
+            // inside an async runtime.
+            let client = reqwest::blocking::Client::builder()
+                .tls_backend_preconfigured(tls)
+                .timeout(timeout)
+                .build()
+                .map_err(|error| format!("failed to build the OTLP HTTP client: {error}"))?;
             let mut builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_http_client(client)
                 .with_protocol(protocol);
             if let Some(endpoint) = endpoint {
                 builder = builder.with_endpoint(endpoint);
