@@ -283,12 +283,31 @@ fn set_ready(
         type_: READY.to_owned(),
         status: value.to_owned(),
         reason: reason.as_str().to_owned(),
-        message,
+        message: bounded(message),
         observed_generation: generation,
         last_transition_time,
     };
     status.conditions.retain(|c| c.type_ != READY);
     status.conditions.insert(0, condition);
+}
+
+/// The longest condition message `metav1.Condition` allows, in bytes.
+pub const MAX_CONDITION_MESSAGE: usize = 32 * 1024;
+
+/// `message` cut to [`MAX_CONDITION_MESSAGE`] bytes (at a character boundary), saying how
+/// much was left out: a spec with every problem it can have still gets a status.
+fn bounded(mut message: String) -> String {
+    if message.len() <= MAX_CONDITION_MESSAGE {
+        return message;
+    }
+    let total = message.len();
+    let mut end = MAX_CONDITION_MESSAGE - 64;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message.truncate(end);
+    message.push_str(&format!(" … ({} more bytes not shown)", total - end));
+    message
 }
 
 /// `time` truncated to whole microseconds (what a MicroTime keeps through the API).

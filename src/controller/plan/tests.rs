@@ -359,3 +359,40 @@ fn the_wait_rounds_up_to_the_millisecond_and_is_never_negative() {
         std::time::Duration::ZERO
     );
 }
+
+#[test]
+fn a_ready_message_is_cut_to_what_a_condition_may_hold() {
+    let problems: Vec<SpecProblem> = (0..2000)
+        .map(|index| SpecProblem::MissingCalendar {
+            index,
+            rule: format!("rule-{index}-{}", "é".repeat(20)),
+            field: "skipDays[9]".into(),
+            calendar: format!("TidalCalendar team/{}", "holidays".repeat(8)),
+        })
+        .collect();
+    let status = status_invalid(
+        &TidalSchedulerStatus::default(),
+        &problems,
+        Some(1),
+        at("2026-12-01T00:00:00Z"),
+    );
+    let message = &status.ready().unwrap().message;
+    assert!(message.len() <= MAX_CONDITION_MESSAGE, "{}", message.len());
+    assert!(
+        message.starts_with("spec.triggers.times.rules[0]"),
+        "{message:.200}"
+    );
+    assert!(
+        message.ends_with("more bytes not shown)"),
+        "{}",
+        &message[message.len() - 80..]
+    );
+    // A short message is kept whole.
+    let one = status_invalid(
+        &TidalSchedulerStatus::default(),
+        &problems[..1],
+        Some(1),
+        at("2026-12-01T00:00:00Z"),
+    );
+    assert!(!one.ready().unwrap().message.contains("not shown"));
+}
