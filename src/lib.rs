@@ -46,6 +46,7 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod election;
+pub mod outage;
 pub mod rate_limit;
 pub mod runtime;
 pub mod schedule;

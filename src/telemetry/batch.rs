@@ -19,6 +19,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::outage::Outage;
+
 /// The queue's metrics: `spans_dropped_total{reason}` (`queue_full`, `export_failed`,
 /// `shutdown`) and `spans_queued`; cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -249,28 +251,6 @@ impl SpanProcessor for BoundedBatch {
 /// Longest wait of `force_flush`.
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Whether export works, so that a failing collector is said once (and its recovery,
-/// with the spans lost meanwhile), not once per batch.
-#[derive(Debug, Default)]
-struct ExportHealth {
-    /// Spans lost since export last worked; `None` while it works.
-    failing: Option<u64>,
-}
-
-impl ExportHealth {
-    /// Records a failed export of `spans`; true when it is the first since export worked.
-    fn failed(&mut self, spans: u64) -> bool {
-        let first = self.failing.is_none();
-        *self.failing.get_or_insert(0) += spans;
-        first
-    }
-
-    /// Records a successful export; the spans lost before it, if export was failing.
-    fn succeeded(&mut self) -> Option<u64> {
-        self.failing.take()
-    }
-}
-
 /// The exporting thread.
 struct Worker {
     shared: Arc<Shared>,
@@ -281,20 +261,20 @@ struct Worker {
 impl Worker {
     fn run<E: SpanExporter>(self, exporter: E) {
         let mut due = Instant::now() + self.settings.delay;
-        let mut health = ExportHealth::default();
+        let mut outage = Outage::default();
         loop {
             let (batch, flush, closing) = self.next_batch(due);
             if !batch.is_empty() {
                 let count = batch.len() as u64;
                 match futures::executor::block_on(exporter.export(batch)) {
                     Ok(()) => {
-                        if let Some(lost) = health.succeeded() {
+                        if let Some(lost) = outage.succeeded() {
                             tracing::warn!(lost, "exporting spans works again");
                         }
                     }
                     Err(error) => {
                         self.metrics.drop_spans("export_failed", count);
-                        if health.failed(count) {
+                        if outage.failed(count) {
                             tracing::error!(
                                 %error,
                                 spans = count,

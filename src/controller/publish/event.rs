@@ -18,6 +18,7 @@ use crate::controller::publish::metrics::DroppedEvents;
 use crate::controller::publish::reason::Reason;
 use crate::controller::publish::recorder::{Recorder, Reporter};
 use crate::election::WriteGate;
+use crate::outage::Outage;
 use crate::task::{self, Task};
 
 /// Events waiting to be published; beyond this they are dropped (and counted).
@@ -63,6 +64,7 @@ impl EventSink {
         let drained = overflow.clone();
         let (queue, mut pending) = mpsc::channel::<Queued>(QUEUE);
         let mut recorder = Recorder::new(client, reporter);
+        let mut outage = Outage::default();
         let publisher = async move {
             while let Some(queued) = pending.recv().await {
                 let Queued {
@@ -75,10 +77,22 @@ impl EventSink {
                 drained.summarise();
                 let note = truncate(note, 1024);
                 match gate.guard(recorder.publish(&reference, reason, note)).await {
-                    Ok(Ok(())) => {}
+                    Ok(Ok(())) => {
+                        if let Some(failed) = outage.succeeded() {
+                            tracing::warn!(failed, "publishing events works again");
+                        }
+                    }
                     Ok(Err(error)) => {
                         dropped.count("publish_failed");
-                        tracing::warn!(%error, reason = reason.as_str(), "failed to publish event");
+                        // Once per outage: a 429 storm would log every Event of a burst.
+                        if outage.failed(1) {
+                            tracing::warn!(
+                                %error,
+                                reason = reason.as_str(),
+                                "failed to publish event: events are dropped until one \
+                                 goes through (counted in events_dropped_total)"
+                            );
+                        }
                     }
                     Err(_) => {
                         dropped.count("not_leading");

@@ -174,18 +174,3 @@ fn force_flush_waits_for_the_export() {
     setup.provider.force_flush().unwrap();
     assert_eq!(setup.batches.try_recv().unwrap().len(), 2);
 }
-
-#[test]
-fn a_failing_collector_is_said_once_and_its_recovery_with_the_spans_lost() {
-    let mut health = ExportHealth::default();
-    assert_eq!(health.succeeded(), None, "working: nothing to say");
-    assert!(health.failed(3), "the first failure is said");
-    assert!(!health.failed(4), "further failures are not");
-    assert_eq!(
-        health.succeeded(),
-        Some(7),
-        "the recovery, with what was lost"
-    );
-    assert_eq!(health.succeeded(), None);
-    assert!(health.failed(1), "a new outage is said again");
-}
