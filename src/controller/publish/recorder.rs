@@ -7,7 +7,8 @@
 //! Instead of kube-runtime's `Recorder`, which keeps every published Event whole for six
 //! minutes and scans all of them on each publish (kube-runtime 5.0, `events.rs`,
 //! `Recorder::publish`): quadratic after a burst of thousands of triggers, and megabytes
-//! with 10,000 objects. Here a series is a name and a count, swept once a minute.
+//! with 10,000 objects. Here a series is a name and a count, swept once a minute, and at
+//! most [`LEDGER_CAPACITY`] are kept.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -28,6 +29,10 @@ pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
 /// How often closed series are dropped.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// Open series kept at most (client-go's correlator keeps an LRU of 4,096): beyond it the
+/// least recently counted one is forgotten, and its next Event is created anew.
+pub const LEDGER_CAPACITY: usize = 4096;
 
 /// Who reports the Events.
 #[derive(Debug, Clone)]
@@ -98,6 +103,16 @@ impl Ledger {
 
     /// Records the Event `event` written under `key` at `now`, `count` times so far.
     fn wrote(&mut self, key: Key, event: String, count: i32, now: Instant) {
+        if self.open.len() >= LEDGER_CAPACITY && !self.open.contains_key(&key) {
+            let stalest = self
+                .open
+                .iter()
+                .min_by_key(|(_, series)| series.last)
+                .map(|(key, _)| key.clone());
+            if let Some(stalest) = stalest {
+                self.open.remove(&stalest);
+            }
+        }
         self.open.insert(
             key,
             Series {
@@ -277,6 +292,41 @@ mod tests {
         ledger.wrote(triggered.clone(), "a.1".to_owned(), 2, Instant::now());
         tokio::time::advance(SERIES_WINDOW).await;
         assert_eq!(ledger.write_for(&triggered, Instant::now()), Write::Create);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_ledger_forgets_the_least_recently_counted_series_beyond_its_capacity() {
+        let mut ledger = Ledger::new(Instant::now());
+        for i in 0..LEDGER_CAPACITY {
+            ledger.wrote(
+                key(&format!("o{i}"), Reason::Triggered),
+                format!("o{i}.1"),
+                1,
+                Instant::now(),
+            );
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        // The first series is counted again: the second is now the stalest.
+        ledger.wrote(
+            key("o0", Reason::Triggered),
+            "o0.1".to_owned(),
+            2,
+            Instant::now(),
+        );
+        tokio::time::advance(Duration::from_millis(1)).await;
+        ledger.wrote(
+            key("new", Reason::Triggered),
+            "new.1".to_owned(),
+            1,
+            Instant::now(),
+        );
+        assert_eq!(ledger.open.len(), LEDGER_CAPACITY);
+        assert!(!ledger.open.contains_key(&key("o1", Reason::Triggered)));
+        assert!(ledger.open.contains_key(&key("o0", Reason::Triggered)));
+        assert_eq!(
+            ledger.write_for(&key("o1", Reason::Triggered), Instant::now()),
+            Write::Create
+        );
     }
 
     #[tokio::test(start_paused = true)]
