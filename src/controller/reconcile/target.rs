@@ -2,7 +2,6 @@
 //! discovery, checked for existence (and for an HPA fighting over it), and written in
 //! `Scale` mode through its `/scale` subresource — or, for an HPA, its `minReplicas`.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -12,19 +11,13 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::time::Instant;
 
 use super::strategy::Strategy;
 use crate::api::{ConditionReason, TargetRef};
+use crate::controller::cache::kinds::{self, Kinds};
 use crate::controller::cache::target_versions::{Scaled, TargetVersions, max_replicas};
 use crate::controller::plan::ApplyProblem;
 use crate::election::{NotLeading, WriteGate};
-
-/// How long a discovered kind is trusted before it is looked up again.
-const KIND_TTL: Duration = Duration::from_secs(600);
-
-/// How long an unknown kind stays unknown (a CRD may be installed meanwhile).
-const UNKNOWN_KIND_TTL: Duration = Duration::from_secs(5);
 
 /// The field manager of every write to a target.
 pub const FIELD_MANAGER: &str = "tidal-scheduler";
@@ -69,20 +62,10 @@ impl Target {
     }
 }
 
-/// A discovered kind: its resource and whether it has `/scale`; `None` when unknown.
-type Discovered = Option<(ApiResource, bool)>;
-
-/// The last lookup of each kind: when, and what it found or why it failed (a transient
-/// failure, reported to the lookups that waited for it).
-type KindCache = HashMap<GroupVersionKind, (Instant, Result<Discovered, String>)>;
-
 /// Resolves, checks and scales targets; remembers discovered kinds.
 pub struct Targets {
     client: Client,
-    kinds: Mutex<KindCache>,
-    /// Held while a kind is looked up, so that the reconciles of a burst needing the same
-    /// unknown kind send one discovery request, not one each (64 at a takeover).
-    discovering: tokio::sync::Mutex<()>,
+    kinds: Kinds,
     versions: TargetVersions,
 }
 
@@ -92,8 +75,7 @@ impl Targets {
     pub fn new(client: Client, versions: TargetVersions) -> Targets {
         Targets {
             client,
-            kinds: Mutex::new(HashMap::new()),
-            discovering: tokio::sync::Mutex::new(()),
+            kinds: Kinds::default(),
             versions,
         }
     }
@@ -115,10 +97,11 @@ impl Targets {
     }
 
     async fn kind(&self, gvk: &GroupVersionKind) -> Result<(ApiResource, bool), ApplyProblem> {
-        let found = match self.cached_kind(gvk) {
-            Some(found) => found,
-            None => self.discover(gvk).await?,
-        };
+        let found = self
+            .kinds
+            .get(gvk, || discover(&self.client, gvk))
+            .await
+            .map_err(failed)?;
         found.ok_or_else(|| ApplyProblem {
             reason: ConditionReason::TargetNotFound,
             message: format!(
@@ -127,51 +110,6 @@ impl Targets {
                 gvk.api_version()
             ),
         })
-    }
-
-    /// What a lookup of `gvk` found, while it is trusted.
-    fn cached_kind(&self, gvk: &GroupVersionKind) -> Option<Discovered> {
-        match self.lock_kinds().get(gvk) {
-            Some((since, Ok(found))) if since.elapsed() < ttl(found) => Some(found.clone()),
-            _ => None,
-        }
-    }
-
-    /// Looks `gvk` up by discovery, one lookup at a time: a reconcile that waited for
-    /// another's lookup takes its outcome, found or failed, instead of asking again.
-    async fn discover(&self, gvk: &GroupVersionKind) -> Result<Discovered, ApplyProblem> {
-        let asked = Instant::now();
-        let _one_at_a_time = self.discovering.lock().await;
-        if let Some(found) = self.cached_kind(gvk) {
-            return Ok(found);
-        }
-        if let Some((since, Err(failure))) = self.lock_kinds().get(gvk)
-            && *since >= asked
-        {
-            return Err(failed(failure.clone()));
-        }
-        let looked_up = match kube::discovery::pinned_kind(&self.client, gvk).await {
-            Ok((resource, capabilities)) => {
-                let scalable = capabilities
-                    .subresources
-                    .iter()
-                    .any(|(sub, _)| sub.plural == "scale");
-                Ok(Some((resource, scalable)))
-            }
-            Err(error) if is_transient(&error) => Err(format!(
-                "failed to discover {} {}: {error}",
-                gvk.api_version(),
-                gvk.kind
-            )),
-            Err(_) => Ok(None),
-        };
-        self.lock_kinds()
-            .insert(gvk.clone(), (Instant::now(), looked_up.clone()));
-        looked_up.map_err(failed)
-    }
-
-    fn lock_kinds(&self) -> std::sync::MutexGuard<'_, KindCache> {
-        crate::sync::lock(&self.kinds)
     }
 
     /// Checks that the target exists; when its `/scale` is written, also that it has one
@@ -404,11 +342,23 @@ pub fn patch_params() -> PatchParams {
     }
 }
 
-fn ttl(found: &Discovered) -> Duration {
-    if found.is_some() {
-        KIND_TTL
-    } else {
-        UNKNOWN_KIND_TTL
+/// Looks `gvk` up by discovery: the kind, `None` when the API server serves no such kind,
+/// or why discovery failed.
+async fn discover(client: &Client, gvk: &GroupVersionKind) -> kinds::Outcome {
+    match kube::discovery::pinned_kind(client, gvk).await {
+        Ok((resource, capabilities)) => {
+            let scalable = capabilities
+                .subresources
+                .iter()
+                .any(|(sub, _)| sub.plural == "scale");
+            Ok(Some((resource, scalable)))
+        }
+        Err(error) if is_transient(&error) => Err(format!(
+            "failed to discover {} {}: {error}",
+            gvk.api_version(),
+            gvk.kind
+        )),
+        Err(_) => Ok(None),
     }
 }
 
