@@ -85,9 +85,11 @@ impl TlsFiles {
     /// an `https` endpoint — when there is no root at all.
     pub fn client_config(&self, https: bool) -> Result<rustls::ClientConfig, TlsError> {
         let mut roots = rustls::RootCertStore::empty();
-        // Unreadable system stores are skipped: a CA file may still give the roots.
-        let system = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(system.certs);
+        if https {
+            // Unreadable system stores are skipped: a CA file may still give the roots.
+            let system = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(system.certs);
+        }
         if let Some(path) = &self.certificate {
             let certificates = certificates("OTEL_EXPORTER_OTLP_CERTIFICATE", path)?;
             let (added, _) = roots.add_parsable_certificates(certificates);
