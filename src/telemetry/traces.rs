@@ -236,6 +236,28 @@ mod tests {
     }
 
     #[test]
+    fn an_https_endpoint_is_exported_over_tls_within_the_timeout_asked() {
+        let tls = settings(&[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "HTTPS://collector:4318",
+            ),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/otlp/ca.crt"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(tls.https);
+        assert_eq!(tls.timeout, Duration::from_secs(2));
+        assert_eq!(tls.tls.certificate, Some("/etc/otlp/ca.crt".into()));
+        let plain = settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")])
+            .unwrap()
+            .unwrap();
+        assert!(!plain.https);
+        assert_eq!(plain.timeout, DEFAULT_TIMEOUT);
+    }
+
+    #[test]
     fn the_sdk_switches_turn_export_off() {
         let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318");
         assert_eq!(
